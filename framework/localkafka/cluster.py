@@ -1,0 +1,318 @@
+"""One single-node Apache Kafka cluster (combined broker + controller, KRaft) on loopback.
+
+A cluster owns a directory holding its ``server.properties``, its data, its log and the PID
+of its JVM. Storage is formatted once with the cluster's own id, so restarting a stopped
+cluster keeps its topics. The JVM is started in its own session so that it outlives the
+command that started it, and it is only ever stopped by the PID recorded at start, after
+checking that the PID still belongs to this cluster's JVM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from framework.localkafka.artifacts import java_executable, resolve_kafka_classpath
+from framework.localkafka.errors import LocalKafkaError
+
+#: Modest heap: two brokers, a worker and the tests must share 2 cores / 24 GiB.
+DEFAULT_HEAP = os.environ.get("MIRRORLINE_KAFKA_HEAP", "-Xms128m -Xmx512m")
+
+_SERVER_PROPERTIES = """\
+# Written by mirrorline local-kafka for cluster {name}
+process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers=127.0.0.1:{controller_port}
+listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
+advertised.listeners=PLAINTEXT://127.0.0.1:{port}
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs={data_dir}
+num.partitions=1
+default.replication.factor=1
+min.insync.replicas=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=3
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=3
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=false
+log.segment.bytes=67108864
+log.retention.check.interval.ms=60000
+"""
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """Where one local cluster lives and listens."""
+
+    name: str
+    port: int
+    controller_port: int
+    home: Path
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """The address any Kafka client connects to."""
+        return f"127.0.0.1:{self.port}"
+
+
+def new_cluster_id() -> str:
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding (Kafka's ``Uuid``)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):  # Kafka avoids ids that look like CLI flags
+            return cluster_id
+
+
+def port_is_free(port: int) -> bool:
+    """True when nothing listens on 127.0.0.1:port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (exited, not yet reaped by its parent) still answers kill(0).
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def _run_coroutine_blocking(coro):
+    """Run a coroutine to completion from sync code, even when the caller has a running loop."""
+    result: dict = {}
+
+    def runner() -> None:
+        try:
+            result["value"] = asyncio.run(coro)
+        except BaseException as exc:  # re-raised in the caller's thread
+            result["error"] = exc
+
+    thread = threading.Thread(target=runner)
+    thread.start()
+    thread.join()
+    if "error" in result:
+        raise result["error"]
+    return result.get("value")
+
+
+async def _broker_answers(bootstrap: str) -> bool:
+    """True once the broker serves metadata listing itself (registered with the controller)."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=3000)
+    try:
+        await admin.start()
+        cluster = await admin.describe_cluster()
+        return bool(cluster.get("brokers"))
+    except Exception:
+        return False
+    finally:
+        await admin.close()
+
+
+class LocalCluster:
+    """Formats, starts, probes and stops one local cluster described by a ClusterSpec."""
+
+    def __init__(self, spec: ClusterSpec, heap: str = DEFAULT_HEAP):
+        self.spec = spec
+        self.heap = heap
+
+    # -- paths ---------------------------------------------------------------------------
+    @property
+    def data_dir(self) -> Path:
+        return self.spec.home / "data"
+
+    @property
+    def config_file(self) -> Path:
+        return self.spec.home / "server.properties"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.spec.home / "broker.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.spec.home / "server.log"
+
+    @property
+    def meta_file(self) -> Path:
+        return self.spec.home / "cluster.json"
+
+    # -- state ---------------------------------------------------------------------------
+    def pid(self) -> int | None:
+        """The recorded PID of this cluster's JVM if that process is still this cluster's JVM."""
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        if not _pid_alive(pid):
+            return None
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            return pid  # no /proc: trust the PID file
+        return pid if str(self.config_file) in cmdline else None
+
+    def is_running(self) -> bool:
+        """True when this cluster's JVM is alive."""
+        return self.pid() is not None
+
+    def cluster_id(self) -> str | None:
+        """The id the storage was formatted with, or None before the first start."""
+        try:
+            return json.loads(self.meta_file.read_text())["cluster_id"]
+        except (OSError, ValueError, KeyError):
+            return None
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def start(self, timeout: float = 90.0) -> None:
+        """Start the cluster and return once its broker answers Kafka requests.
+
+        Harmless when the cluster already runs. Raises LocalKafkaError when a port is
+        taken by another process, the jars cannot be fetched, or the broker does not come up.
+        """
+        if self.is_running():
+            self.wait_ready(timeout)
+            return
+        for port in (self.spec.port, self.spec.controller_port):
+            if not port_is_free(port):
+                raise LocalKafkaError(
+                    f"cannot start cluster {self.spec.name}: port {port} on 127.0.0.1 is taken by another "
+                    f"process; stop it or choose other ports (--base-port)"
+                )
+        libs = resolve_kafka_classpath()
+        java = java_executable()
+        self.spec.home.mkdir(parents=True, exist_ok=True)
+        self.config_file.write_text(_SERVER_PROPERTIES.format(
+            name=self.spec.name, port=self.spec.port, controller_port=self.spec.controller_port,
+            data_dir=self.data_dir,
+        ))
+        classpath = f"{libs}/*"
+        if self.cluster_id() is None or not (self.data_dir / "meta.properties").exists():
+            self._format(java, classpath)
+        log4j = Path(__file__).with_name("log4j2.properties")
+        cmd = [java, *self.heap.split(), "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+               "-Djava.awt.headless=true", f"-Dkafka.logs.dir={self.spec.home}",
+               f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath,
+               "kafka.Kafka", str(self.config_file)]
+        with open(self.spec.home / "stdout.log", "ab") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, cwd=self.spec.home)
+        self.pid_file.write_text(f"{proc.pid}\n")
+        try:
+            self.wait_ready(timeout, proc)
+        except LocalKafkaError:
+            self.stop()
+            raise
+
+    def record(self, **fields) -> None:
+        """Write the cluster's spec (and any extra fields) to its ``cluster.json``, keeping what is there."""
+        self.spec.home.mkdir(parents=True, exist_ok=True)
+        try:
+            meta = json.loads(self.meta_file.read_text())
+        except (OSError, ValueError):
+            meta = {}
+        meta.update(fields, spec=_spec_json(self.spec))
+        self.meta_file.write_text(json.dumps(meta))
+
+    def _format(self, java: str, classpath: str) -> None:
+        cluster_id = new_cluster_id()
+        result = subprocess.run(
+            [java, "-Xmx256m", "-cp", classpath, "kafka.tools.StorageTool", "format", "-t", cluster_id,
+             "-c", str(self.config_file), "--standalone", "--ignore-formatted"],
+            capture_output=True, text=True,
+        )
+        if result.returncode != 0:
+            tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise LocalKafkaError(f"formatting storage of cluster {self.spec.name} failed: {tail[0]}")
+        self.record(cluster_id=cluster_id)
+
+    def wait_ready(self, timeout: float = 90.0, proc: subprocess.Popen | None = None) -> None:
+        """Block until the broker answers a metadata request, or raise LocalKafkaError."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc is not None and proc.poll() is not None:
+                raise LocalKafkaError(
+                    f"the broker of cluster {self.spec.name} exited with code {proc.returncode}: "
+                    f"{self._last_error_line()} (full log: {self.log_file})"
+                )
+            if not port_is_free(self.spec.port) and _run_coroutine_blocking(
+                    _broker_answers(self.spec.bootstrap_servers)):
+                return
+            time.sleep(0.25)
+        raise LocalKafkaError(
+            f"the broker of cluster {self.spec.name} did not answer within {timeout:.0f}s "
+            f"(log: {self.log_file})"
+        )
+
+    def _last_error_line(self) -> str:
+        for path in (self.log_file, self.spec.home / "stdout.log"):
+            try:
+                lines = path.read_text(errors="replace").splitlines()
+            except OSError:
+                continue
+            for line in reversed(lines):
+                if "ERROR" in line or "Exception" in line:
+                    return line.strip()[:300]
+        return "no error in its log"
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """Stop the JVM by its recorded PID (SIGTERM, then SIGKILL). True if it was running."""
+        pid = self.pid()
+        if pid is None:
+            self.pid_file.unlink(missing_ok=True)
+            return False
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and _pid_alive(pid):
+            _reap(pid)
+            time.sleep(0.1)
+        if _pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+            while _pid_alive(pid):
+                _reap(pid)
+                time.sleep(0.05)
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status when the JVM is our own child (tests), so it does not linger as a zombie."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def _spec_json(spec: ClusterSpec) -> dict:
+    data = asdict(spec)
+    data["home"] = str(spec.home)
+    return data

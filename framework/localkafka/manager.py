@@ -1,0 +1,81 @@
+"""A set of named local clusters sharing one state directory: what the CLI and fixtures drive.
+
+Each cluster keeps its ports once chosen (recorded in ``<state>/<name>/cluster.json``), so
+``start`` after ``stop`` brings back the same cluster with its data, and ``start`` while it
+runs is harmless.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from framework.localkafka.artifacts import resolve_kafka_classpath
+from framework.localkafka.cluster import ClusterSpec, LocalCluster
+
+DEFAULT_BASE_PORT = 19092
+PORT_STRIDE = 10
+
+
+def default_state_dir() -> Path:
+    """``$MIRRORLINE_LOCAL_KAFKA_HOME`` or ``~/.local/state/mirrorline/local-kafka``."""
+    return Path(os.environ.get("MIRRORLINE_LOCAL_KAFKA_HOME")
+                or os.path.expanduser("~/.local/state/mirrorline/local-kafka"))
+
+
+class LocalKafka:
+    """Starts, lists and stops named local clusters under one state directory."""
+
+    def __init__(self, state_dir: Path | None = None, base_port: int = DEFAULT_BASE_PORT):
+        self.state_dir = Path(state_dir or default_state_dir())
+        self.base_port = base_port
+
+    def known(self) -> dict[str, LocalCluster]:
+        """Every cluster ever started under this state directory, by name."""
+        clusters: dict[str, LocalCluster] = {}
+        if not self.state_dir.is_dir():
+            return clusters
+        for meta in sorted(self.state_dir.glob("*/cluster.json")):
+            try:
+                spec = json.loads(meta.read_text())["spec"]
+            except (OSError, ValueError, KeyError):
+                continue
+            clusters[spec["name"]] = LocalCluster(ClusterSpec(
+                name=spec["name"], port=spec["port"], controller_port=spec["controller_port"],
+                home=Path(spec["home"])))
+        return clusters
+
+    def cluster(self, name: str) -> LocalCluster:
+        """The named cluster, with the ports it had before or the next free slot."""
+        known = self.known()
+        if name in known:
+            return known[name]
+        used = {c.spec.port for c in known.values()}
+        slot = 0
+        while self.base_port + slot * PORT_STRIDE in used:
+            slot += 1
+        port = self.base_port + slot * PORT_STRIDE
+        return LocalCluster(ClusterSpec(name=name, port=port, controller_port=port + 1,
+                                        home=self.state_dir / name))
+
+    def start(self, names: list[str], timeout: float = 90.0) -> list[LocalCluster]:
+        """Start the named clusters in parallel; return them once all answer."""
+        resolve_kafka_classpath()  # once, before the parallel starts
+        clusters = []
+        for name in names:  # allot ports one by one so two new clusters never share a slot
+            cluster = self.cluster(name)
+            cluster.record()
+            clusters.append(cluster)
+        with ThreadPoolExecutor(max_workers=len(clusters) or 1) as pool:
+            for future in [pool.submit(c.start, timeout) for c in clusters]:
+                future.result()
+        return clusters
+
+    def stop(self, names: list[str] | None = None) -> list[str]:
+        """Stop the named clusters (all when None); return the names that were running."""
+        targets = [c for n, c in self.known().items() if names is None or n in names]
+        with ThreadPoolExecutor(max_workers=len(targets) or 1) as pool:
+            stopped = list(pool.map(lambda c: c.stop(), targets))
+        return [c.spec.name for c, was in zip(targets, stopped) if was]

@@ -1,0 +1,84 @@
+"""Small async Kafka helpers for tests and benchmarks (topic creation, produce, read back)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+
+async def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None) -> None:
+    """Create a topic (replication factor 1) and raise if the broker reports an error."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        response = await admin.create_topics(
+            [NewTopic(name, partitions, 1, topic_configs={k: str(v) for k, v in (config or {}).items()})])
+        for topic_error in response.topic_errors:
+            if topic_error[1] != 0:
+                raise RuntimeError(f"creating topic {name} failed: {topic_error}")
+    finally:
+        await admin.close()
+
+
+async def partitions_of(bootstrap: str, topic: str) -> list[int]:
+    """The partition ids of ``topic`` as the broker sees them now (empty if it does not exist)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        described = await admin.describe_topics([topic])
+    finally:
+        await admin.close()
+    for entry in described:
+        if entry["topic"] == topic and entry["error_code"] == 0:
+            return sorted(p["partition"] for p in entry["partitions"])
+    return []
+
+
+async def read_all(bootstrap: str, topic: str, timeout: float = 30.0, expect: int | None = None):
+    """Every record of ``topic`` from the beginning to its current end, by partition.
+
+    With ``expect``, waits (up to ``timeout``) until that many records exist in total.
+    """
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            partitions = await partitions_of(bootstrap, topic)
+            tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+            ends = await consumer.end_offsets(tps) if tps else {}
+            done = tps and (expect is None or sum(ends.values()) >= expect)
+            if done or loop.time() > deadline:
+                break
+            await asyncio.sleep(0.2)
+        if not tps:
+            raise AssertionError(f"topic {topic} does not exist on {bootstrap}")
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        out = {tp.partition: [] for tp in tps}
+        remaining = {tp for tp in tps if ends[tp] > 0}
+        while remaining and loop.time() <= deadline + timeout:
+            batch = await consumer.getmany(*remaining, timeout_ms=1000)
+            for tp, records in batch.items():
+                out[tp.partition].extend(r for r in records if r.offset < ends[tp])
+                if records and records[-1].offset >= ends[tp] - 1:
+                    remaining.discard(tp)
+        return out
+    finally:
+        await consumer.stop()
+
+
+async def produce(bootstrap: str, topic: str, records) -> None:
+    """Send ``(partition, key, value, headers, timestamp_ms)`` tuples with acks=all and idempotence."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, value=v, key=k, partition=p, headers=h, timestamp_ms=ts)
+                   for p, k, v, h, ts in records]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
