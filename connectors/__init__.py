@@ -1,0 +1,1 @@
+"""Connector implementations built on the mirrorline framework (first: MirrorMaker 2)."""
