@@ -1,0 +1,45 @@
+"""The plugin author's API: everything a connector may import from mirrorline.
+
+This package imports nothing from the runtime; the runtime imports it. Changes here are
+changes to the contract with every plugin, so they are deliberate and documented.
+"""
+
+from framework.api.config import (
+    NO_DEFAULT,
+    Config,
+    ConfigDef,
+    ConfigKey,
+    ConfigValue,
+    Importance,
+    NonEmptyString,
+    OneOf,
+    Password,
+    Range,
+    RegexList,
+    Type,
+    Validator,
+    split_list,
+)
+from framework.api.connector import Connector, SourceConnector
+from framework.api.context import ConnectorContext, OffsetReader, SourceTaskContext
+from framework.api.errors import (
+    AlreadyExistsError,
+    BadRequestError,
+    ConfigError,
+    ConnectError,
+    ForbiddenError,
+    NotFoundError,
+    RebalanceInProgressError,
+    RetriableError,
+)
+from framework.api.hookspecs import hookimpl, hookspec
+from framework.api.records import ConnectorTaskId, RecordMetadata, SourceRecord
+from framework.api.task import SourceTask
+
+__all__ = [
+    "NO_DEFAULT", "AlreadyExistsError", "BadRequestError", "Config", "ConfigDef", "ConfigError", "ConfigKey",
+    "ConfigValue", "ConnectError", "Connector", "ForbiddenError", "ConnectorContext", "ConnectorTaskId", "Importance",
+    "NonEmptyString", "NotFoundError", "OffsetReader", "OneOf", "Password", "Range", "RebalanceInProgressError",
+    "RecordMetadata", "RegexList", "RetriableError", "SourceConnector", "SourceRecord", "SourceTask",
+    "SourceTaskContext", "Type", "Validator", "hookimpl", "hookspec", "split_list",
+]

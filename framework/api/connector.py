@@ -1,0 +1,96 @@
+"""Connectors plan the work; tasks do it. This module is the connector half of the contract.
+
+Lifecycle, as the runtime drives it (each call on the worker's event loop, one at a time
+per connector instance):
+
+1. The class is instantiated with no arguments, then ``initialize(context)``.
+2. ``await start(config)`` with the connector's config parsed by :attr:`Connector.config_def`
+   merged with the framework's own connector settings (``name``, ``connector.class``,
+   ``tasks.max`` ...). Raising here marks the connector FAILED with the trace; raising
+   :class:`~framework.api.errors.ConfigError` also fails a REST create with 400.
+3. ``await task_configs(max_tasks)``: a list of at most ``max_tasks`` string maps, one per
+   task to run. It is called after ``start`` and again whenever the connector calls
+   ``context.request_task_reconfiguration()``. Returning ``[]`` runs no tasks.
+4. ``await stop()`` when the connector is deleted, paused into STOPPED, reconfigured or the
+   worker shuts down. It is called once per successful ``start``; it is not guaranteed to
+   be called if the process is killed.
+
+``validate`` may run on a fresh instance that was never started (REST ``config/validate``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from framework.api.config import Config, ConfigDef, ConfigValue
+
+if TYPE_CHECKING:
+    from framework.api.context import ConnectorContext
+    from framework.api.task import SourceTask
+
+
+class Connector(ABC):
+    """Base of every connector: declares its config, starts, splits the work into task configs, stops."""
+
+    #: The connector's settings, declared once: they drive validation, REST and the docs.
+    config_def: ClassVar[ConfigDef] = ConfigDef()
+    #: Extra names ``connector.class`` may use for this connector (e.g. a Java class name).
+    aliases: ClassVar[tuple[str, ...]] = ()
+    #: ``"source"`` or ``"sink"``, as shown by the REST API.
+    type: ClassVar[str] = "unknown"
+
+    context: ConnectorContext
+
+    def version(self) -> str:
+        """The connector's version string (shown by ``GET /connector-plugins``)."""
+        return "unknown"
+
+    def initialize(self, context: ConnectorContext) -> None:
+        """Receive the context; called once, before ``start``. Override only to add set-up, then call super."""
+        self.context = context
+
+    @abstractmethod
+    async def start(self, config: Config) -> None:
+        """Begin: read the config, connect to what must be watched, start background work."""
+
+    @abstractmethod
+    def task_class(self) -> type[SourceTask]:
+        """The task class the runtime instantiates for each task config."""
+
+    @abstractmethod
+    async def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        """Split the work into at most ``max_tasks`` task configs (string to string maps).
+
+        Each map is passed to one task's ``start``; include whatever the task needs
+        (the runtime does not merge the connector config in). Keep it deterministic: the
+        runtime restarts tasks only when the list changes.
+        """
+
+    @abstractmethod
+    async def stop(self) -> None:
+        """Stop background work and release resources. Must return promptly."""
+
+    def validate(self, config: Mapping[str, Any]) -> list[ConfigValue]:
+        """Check a raw config, returning every problem found; never raises for bad input.
+
+        The default checks each key against :attr:`config_def`. Override to add
+        cross-field rules: call ``super().validate(config)`` and append errors to the values.
+        """
+        return self.config_def.validate(config)
+
+
+class SourceConnector(Connector):
+    """A connector whose tasks read from an external system and write records to Kafka."""
+
+    type: ClassVar[str] = "source"
+
+    async def alter_offsets(self, config: Mapping[str, Any],
+                            offsets: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> None:
+        """Check offsets a user wants written (``PATCH /connectors/{name}/offsets``) before they are.
+
+        Called on a stopped connector with (source partition, offset or None to remove)
+        pairs. Raise :class:`~framework.api.errors.BadRequestError` to refuse with a
+        message; return to accept. The default accepts anything.
+        """

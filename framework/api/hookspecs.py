@@ -1,0 +1,49 @@
+"""The hooks a mirrorline plugin may implement.
+
+A plugin is a module (or object) registered with mirrorline's pluggy ``PluginManager``.
+Installed distributions make themselves known through an entry point in the
+``mirrorline`` group; the built-in connectors register exactly the same way::
+
+    # pyproject.toml of a third-party plugin
+    [project.entry-points.mirrorline]
+    my_plugin = "my_package.plugin"
+
+    # my_package/plugin.py
+    from framework.api import hookimpl
+
+    @hookimpl
+    def register_connectors():
+        return [MySourceConnector]
+
+Hooks are plain functions (synchronous): they only declare what a plugin provides. The
+data path goes through the Connector/Task classes, never through hooks. A plugin that
+fails to import, or whose hook raises, is reported by ``mirrorline plugins`` and
+``GET /connector-plugins`` stays available with the others.
+"""
+
+from __future__ import annotations
+
+import pluggy
+
+#: Marks hook specifications (used by mirrorline and by plugins that define new hooks).
+hookspec = pluggy.HookspecMarker("mirrorline")
+#: Marks hook implementations in a plugin module.
+hookimpl = pluggy.HookimplMarker("mirrorline")
+
+
+# ---------------------------------------------------------------------------------------
+# Discovery: what a plugin provides
+# ---------------------------------------------------------------------------------------
+
+@hookspec
+def register_connectors() -> list[type]:
+    """Return the connector classes this plugin provides.
+
+    :return: a list of :class:`~framework.api.connector.Connector` subclasses. Each is known
+        by its full name (``module.ClassName``), its simple class name, that name without a
+        ``Connector`` suffix, and the names in its ``aliases`` attribute.
+
+    Called once per plugin when the worker (or ``mirrorline plugins``) loads plugins. The
+    results of all plugins are combined; a name claimed by two connectors resolves to
+    neither and is reported as ambiguous.
+    """

@@ -1,0 +1,55 @@
+"""What a source task hands the runtime, and what it gets back once a record is written."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class SourceRecord:
+    """One record to write to Kafka, with the position in the source system it came from.
+
+    - ``source_partition`` / ``source_offset``: JSON-serialisable dicts. The runtime stores the
+      latest offset per partition once the record (and every earlier record of the same
+      partition) is acknowledged by Kafka, and gives it back through
+      ``context.offsets`` after a restart. Return the offset *of* this record; the task
+      decides on restart whether to resume at it or after it (mirror tasks resume after).
+      ``None`` for both means "no position to remember".
+    - ``topic`` and ``partition``: where to write. ``partition=None`` lets the producer's
+      partitioner choose from the key.
+    - ``key`` / ``value``: bytes, written unchanged (no converter); ``None`` is a null key or
+      value (a tombstone when the value is null).
+    - ``headers``: ``(name, bytes value)`` pairs, kept in order, names may repeat.
+    - ``timestamp``: epoch milliseconds, or None for the producer's clock.
+    """
+
+    source_partition: dict[str, Any] | None
+    source_offset: dict[str, Any] | None
+    topic: str
+    partition: int | None = None
+    key: bytes | None = None
+    value: bytes | None = None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+    timestamp: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    """Where Kafka stored a record: passed to ``SourceTask.commit_record`` after the ack."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ConnectorTaskId:
+    """A task's identity: its connector's name and its index (0-based)."""
+
+    connector: str
+    task: int
+
+    def __str__(self) -> str:
+        return f"{self.connector}-{self.task}"

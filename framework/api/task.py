@@ -1,0 +1,67 @@
+"""The task half of the contract: a source task moves data, nothing else.
+
+Lifecycle, as the runtime drives it (all on the worker's event loop; the runtime never
+calls two of these methods of one task at the same time):
+
+1. Instantiated with no arguments, then ``initialize(context)``.
+2. ``await start(config)`` with one of the maps the connector's ``task_configs`` returned.
+   Read committed offsets here (``await self.context.offsets.offsets([...])``).
+3. ``await poll()`` in a loop. Return the records available now, or ``[]`` when there are
+   none: "no data" is an empty list, never None. Waiting inside ``poll`` for data is fine,
+   but return within about a second so pause and stop are prompt; the runtime may cancel a
+   ``poll`` that is still waiting when the task stops, so never swallow ``CancelledError``.
+   Raising :class:`~framework.api.errors.RetriableError` makes the runtime call ``poll``
+   again after a back-off; any other exception fails the task (state FAILED, with its
+   trace) and leaves the connector's other tasks running.
+4. After Kafka acknowledges a record, ``await commit_record(record, metadata)``. Records of
+   one Kafka partition are acknowledged in the order ``poll`` returned them.
+5. After the runtime has stored source offsets (every ``offset.flush.interval.ms``),
+   ``await commit()``. Offsets are stored only for records Kafka acknowledged, and for a
+   partition only up to the first unacknowledged record, so a restart never skips one.
+6. ``await stop()`` once, when the task is stopped; the runtime then flushes what was
+   acknowledged. Not guaranteed to be called if the process is killed: after a crash, the
+   task restarts from the last stored offsets, and records after them are written again
+   (at-least-once).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING
+
+from framework.api.records import RecordMetadata, SourceRecord
+
+if TYPE_CHECKING:
+    from framework.api.context import SourceTaskContext
+
+
+class SourceTask(ABC):
+    """Reads from a source system and returns records for the runtime to write to Kafka."""
+
+    context: SourceTaskContext
+
+    def version(self) -> str:
+        """The task's version string."""
+        return "unknown"
+
+    def initialize(self, context: SourceTaskContext) -> None:
+        """Receive the context; called once, before ``start``."""
+        self.context = context
+
+    @abstractmethod
+    async def start(self, config: dict[str, str]) -> None:
+        """Prepare to poll: open clients, read committed offsets, seek."""
+
+    @abstractmethod
+    async def poll(self) -> list[SourceRecord]:
+        """The next records to write, or ``[]``."""
+
+    async def commit_record(self, record: SourceRecord, metadata: RecordMetadata) -> None:
+        """Called once Kafka has acknowledged ``record``; ``metadata`` says where it landed. Optional."""
+
+    async def commit(self) -> None:
+        """Called after the runtime has stored source offsets. Optional."""
+
+    @abstractmethod
+    async def stop(self) -> None:
+        """Release resources. ``poll`` is not running when this is called."""

@@ -1,0 +1,140 @@
+"""Plugin discovery: pluggy hooks, fed by entry points in the ``mirrorline`` group.
+
+Built-in and third-party connectors load the same way: each entry point names a module
+(or object) implementing hooks from :mod:`framework.api.hookspecs`. Entry points are loaded
+one at a time, so a plugin that fails to import is recorded (with its distribution and the
+reason) and the others still load; pluggy's own ``load_setuptools_entrypoints`` would stop
+at the first failure.
+
+``connector.class`` resolution follows Kafka Connect: a connector answers to its full name
+(``module.ClassName``), its simple class name, that name without a ``Connector`` suffix,
+and any name in its ``aliases``. A short name claimed by two different connectors resolves
+to neither, and the error lists the full names to choose from.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import traceback
+from dataclasses import dataclass
+
+import pluggy
+
+from framework.api import hookspecs
+from framework.api.connector import Connector
+from framework.api.errors import NotFoundError
+
+log = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "mirrorline"
+
+
+@dataclass(frozen=True)
+class PluginLoadFailure:
+    """A plugin that could not be loaded: which entry point, from which distribution, and why."""
+
+    entry_point: str
+    distribution: str
+    error: str
+
+
+def full_name(cls: type) -> str:
+    """A class's full name, as ``connector.class`` spells it: ``module.ClassName``."""
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def short_names(cls: type[Connector]) -> list[str]:
+    """Every name a connector answers to besides its full name."""
+    names = [cls.__name__]
+    if cls.__name__.endswith("Connector") and len(cls.__name__) > len("Connector"):
+        names.append(cls.__name__[: -len("Connector")])
+    names.extend(getattr(cls, "aliases", ()))
+    return names
+
+
+class PluginRegistry:
+    """The connectors (and load failures) of every plugin known to this process."""
+
+    def __init__(self, plugin_manager: pluggy.PluginManager):
+        self.pm = plugin_manager
+        self.failures: list[PluginLoadFailure] = []
+        self._connectors: dict[str, type[Connector]] = {}
+        self._aliases: dict[str, set[str]] = {}
+
+    @classmethod
+    def discover(cls, extra_plugins: tuple[object, ...] = ()) -> PluginRegistry:
+        """Build a registry from installed entry points plus any plugin objects given directly."""
+        pm = pluggy.PluginManager("mirrorline")
+        pm.add_hookspecs(hookspecs)
+        registry = cls(pm)
+        for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            registry._load_entry_point(entry_point)
+        for plugin in extra_plugins:
+            pm.register(plugin)
+        registry.refresh()
+        return registry
+
+    def _load_entry_point(self, entry_point: importlib.metadata.EntryPoint) -> None:
+        dist = entry_point.dist.name if entry_point.dist else "unknown distribution"
+        if self.pm.get_plugin(entry_point.name) is not None or self.pm.is_blocked(entry_point.name):
+            return
+        try:
+            plugin = entry_point.load()
+            self.pm.register(plugin, name=entry_point.name)
+        except Exception as exc:
+            self._fail(entry_point.value, dist, exc)
+
+    def _fail(self, where: str, dist: str, exc: BaseException) -> None:
+        reason = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        self.failures.append(PluginLoadFailure(where, dist, reason))
+        log.error("Plugin %s from %s could not be loaded and is skipped: %s. "
+                  "Fix or uninstall that package; other plugins are unaffected.", where, dist, reason)
+
+    def refresh(self) -> None:
+        """Re-collect connectors from every registered plugin (after registering more plugins)."""
+        self._connectors.clear()
+        self._aliases.clear()
+        for plugin in self.pm.get_plugins():
+            impl = getattr(plugin, "register_connectors", None)
+            if impl is None:
+                continue
+            name = self.pm.get_name(plugin) or repr(plugin)
+            try:
+                classes = list(impl() or [])
+            except Exception as exc:
+                self._fail(f"{name}.register_connectors", name, exc)
+                continue
+            for connector_class in classes:
+                if not (isinstance(connector_class, type) and issubclass(connector_class, Connector)):
+                    self._fail(name, name, TypeError(f"{connector_class!r} is not a Connector subclass"))
+                    continue
+                self._add(connector_class)
+
+    def _add(self, connector_class: type[Connector]) -> None:
+        name = full_name(connector_class)
+        self._connectors[name] = connector_class
+        for alias in short_names(connector_class):
+            self._aliases.setdefault(alias, set()).add(name)
+
+    def connectors(self) -> dict[str, type[Connector]]:
+        """Connector classes by full name, sorted."""
+        return dict(sorted(self._connectors.items()))
+
+    def connector_class(self, name: str) -> type[Connector]:
+        """The connector class ``connector.class`` names; NotFoundError saying why if none or ambiguous."""
+        if name in self._connectors:
+            return self._connectors[name]
+        candidates = self._aliases.get(name, set())
+        if len(candidates) == 1:
+            return self._connectors[next(iter(candidates))]
+        if candidates:
+            raise NotFoundError(f"Connector class {name} is ambiguous: it matches {', '.join(sorted(candidates))}; "
+                                f"use the full class name")
+        known = ", ".join(sorted(self._connectors)) or "none"
+        raise NotFoundError(f"Failed to find any class that implements Connector and which name matches {name}, "
+                            f"available connectors are: {known}")
+
+    def matches(self, connector_class: type[Connector], name: str) -> bool:
+        """True when ``name`` is one of the names ``connector_class`` answers to."""
+        return name == full_name(connector_class) or name in short_names(connector_class)

@@ -1,0 +1,14 @@
+"""Where the runtime keeps state: source offsets, connector configs, statuses.
+
+Three narrow interfaces, each with an in-memory implementation (tests, standalone
+configs and statuses) and, for offsets, a file implementation (standalone mode). Kafka
+topic-backed implementations for the distributed mode implement the same interfaces, so
+connectors and the herder never know which one they use.
+"""
+
+from framework.storage.configs import ConfigStore, MemoryConfigStore, TargetState
+from framework.storage.offsets import FileOffsetStore, MemoryOffsetStore, OffsetStore, partition_key
+from framework.storage.status import MemoryStatusStore, State, Status, StatusStore
+
+__all__ = ["ConfigStore", "FileOffsetStore", "MemoryConfigStore", "MemoryOffsetStore", "MemoryStatusStore",
+           "OffsetStore", "State", "Status", "StatusStore", "TargetState", "partition_key"]
