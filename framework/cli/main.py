@@ -12,9 +12,9 @@ import logging
 import sys
 
 from framework import __version__
-from framework.cli import local_kafka
+from framework.cli import local_kafka, plugins, standalone
 
-SUBCOMMANDS = [local_kafka]
+SUBCOMMANDS = [local_kafka, standalone, plugins]
 
 
 class UserError(Exception):

@@ -1,0 +1,29 @@
+"""``mirrorline plugins``: the installed connectors, their names, and plugins that failed to load."""
+
+from __future__ import annotations
+
+import argparse
+
+from framework.plugins import PluginRegistry, short_names
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``plugins`` subcommand."""
+    parser = sub.add_parser("plugins", help="list installed connector plugins")
+    parser.add_argument("--docs", action="store_true", help="print each connector's settings as Markdown")
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    registry = PluginRegistry.discover()
+    for name, cls in registry.connectors().items():
+        version = cls().version()
+        print(f"{name}  type={cls.type} version={version} aliases={','.join(short_names(cls))}")
+        if args.docs:
+            print()
+            print(cls.config_def.to_markdown())
+    for failure in registry.failures:
+        print(f"FAILED to load {failure.entry_point} (from {failure.distribution}): {failure.error}")
+    if not registry.connectors() and not registry.failures:
+        print("no connector plugins installed")
+    return 1 if registry.failures else 0

@@ -1,0 +1,1 @@
+"""The runtime: plugins, workers running connectors and tasks, and the herders that drive them."""

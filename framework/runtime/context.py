@@ -1,0 +1,46 @@
+"""The runtime's implementations of the API's context objects."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from framework.api.context import ConnectorContext, OffsetReader, SourceTaskContext
+from framework.api.records import ConnectorTaskId
+from framework.storage.offsets import OffsetStore
+
+
+class StoreOffsetReader(OffsetReader):
+    """Reads one connector's offsets from the worker's offset store."""
+
+    def __init__(self, store: OffsetStore, connector: str):
+        self._store = store
+        self._connector = connector
+
+    async def offsets(self, partitions: Sequence[Mapping[str, Any]]) -> list[dict[str, Any] | None]:
+        return await self._store.get(self._connector, list(partitions))
+
+
+class WorkerConnectorContext(ConnectorContext):
+    """Forwards a connector's requests to the herder through two callbacks."""
+
+    def __init__(self, name: str, offsets: OffsetReader, on_reconfigure: Callable[[str], None],
+                 on_error: Callable[[str, BaseException], None]):
+        self.name = name
+        self.offsets = offsets
+        self._on_reconfigure = on_reconfigure
+        self._on_error = on_error
+
+    def request_task_reconfiguration(self) -> None:
+        self._on_reconfigure(self.name)
+
+    def raise_error(self, error: BaseException) -> None:
+        self._on_error(self.name, error)
+
+
+class WorkerSourceTaskContext(SourceTaskContext):
+    """A task's identity and its offset reader."""
+
+    def __init__(self, task_id: ConnectorTaskId, offsets: OffsetReader):
+        self.task_id = task_id
+        self.offsets = offsets

@@ -1,0 +1,419 @@
+"""StandaloneHerder: the Herder of a single worker, like Kafka Connect's standalone mode.
+
+Connector configs live in memory (given on the command line or over REST each run);
+source offsets live in ``offset.storage.file.filename``. Every change to a connector runs
+under one lock, so REST calls and background reconfigurations never interleave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import traceback
+from typing import Any
+
+from framework import __version__
+from framework.api.config import ConfigValue
+from framework.api.connector import Connector, SourceConnector
+from framework.api.errors import AlreadyExistsError, BadRequestError, ForbiddenError, NotFoundError
+from framework.api.records import ConnectorTaskId
+from framework.plugins import PluginRegistry, full_name
+from framework.runtime.background import BackgroundTasks
+from framework.runtime.connector_config import CONNECTOR_CONFIG_DEF
+from framework.runtime.herder import Herder
+from framework.runtime.worker import Worker
+from framework.storage.configs import ConfigStore, TargetState
+from framework.storage.offsets import OffsetStore
+from framework.storage.status import State, StatusStore
+
+log = logging.getLogger(__name__)
+
+INITIAL_STATES = {"RUNNING": TargetState.STARTED, "PAUSED": TargetState.PAUSED, "STOPPED": TargetState.STOPPED}
+
+
+class StandaloneHerder(Herder):
+    """Runs every connector on this one worker."""
+
+    def __init__(self, worker_id: str, worker_config, plugins: PluginRegistry, *, offset_store: OffsetStore,
+                 config_store: ConfigStore, status_store: StatusStore, kafka_cluster_id: str | None = None):
+        self.plugins = plugins
+        self.config_store = config_store
+        self.status_store = status_store
+        self.offset_store = offset_store
+        self.worker_config = worker_config
+        self.kafka_cluster_id = kafka_cluster_id
+        self.worker = Worker(worker_id, worker_config, plugins, offset_store, status_store,
+                             on_reconfigure=self._request_reconfiguration,
+                             on_connector_error=self._connector_error, on_topic=self._record_topic)
+        self._lock = asyncio.Lock()
+        self._background = BackgroundTasks("herder")
+        self._active_topics: dict[str, set[str]] = {}
+        self._started = False
+
+    # -- lifecycle -----------------------------------------------------------------------
+    async def start(self) -> None:
+        """Load stores; the herder is healthy from here on."""
+        for store in (self.offset_store, self.config_store, self.status_store):
+            await store.start()
+        self._started = True
+
+    async def stop(self) -> None:
+        """Stop every task and connector, storing their offsets, then the stores."""
+        await self._background.close()
+        async with self._lock:
+            await self.worker.stop()
+        for store in (self.status_store, self.config_store, self.offset_store):
+            await store.stop()
+
+    # -- callbacks from connectors and tasks ----------------------------------------------
+    def _request_reconfiguration(self, name: str) -> None:
+        self._background.spawn(self._reconfigure(name), f"reconfigure-{name}")
+
+    async def _reconfigure(self, name: str) -> None:
+        async with self._lock:
+            if name in self.worker.connectors and self.config_store.target_state(name) != TargetState.STOPPED:
+                await self._update_tasks(name)
+
+    def _connector_error(self, name: str, error: BaseException) -> None:
+        self._background.spawn(self._fail_connector(name, error), f"fail-{name}")
+
+    async def _fail_connector(self, name: str, error: BaseException) -> None:
+        async with self._lock:
+            log.error("Connector %s reported a fatal error and is stopped: %s", name, error)
+            await self.worker.stop_connector(name)
+            await self.worker.set_connector_state(name, State.FAILED, "".join(traceback.format_exception(error)))
+
+    def _record_topic(self, connector: str, topic: str) -> None:
+        if self.worker_config["topic.tracking.enable"]:
+            self._active_topics.setdefault(connector, set()).add(topic)
+
+    # -- helpers -------------------------------------------------------------------------
+    def _require(self, name: str) -> dict[str, str]:
+        config = self.config_store.connectors().get(name)
+        if config is None:
+            raise NotFoundError(f"Connector {name} not found")
+        return config
+
+    def _connector_type(self, config: dict[str, Any]) -> str:
+        try:
+            return self.plugins.connector_class(str(config.get("connector.class", ""))).type
+        except NotFoundError:
+            return "unknown"
+
+    async def _start_connector_and_tasks(self, name: str) -> None:
+        state = self.config_store.target_state(name)
+        if state == TargetState.STOPPED:
+            await self.worker.set_connector_state(name, State.STOPPED)
+            return
+        if await self.worker.start_connector(name, self._require(name), paused=state == TargetState.PAUSED):
+            await self._update_tasks(name, force=True)
+
+    async def _update_tasks(self, name: str, force: bool = False) -> None:
+        try:
+            configs = await self.worker.task_configs(name)
+        except Exception as exc:
+            log.error("Connector %s failed to generate task configs: %s", name, exc)
+            await self.worker.stop_connector(name)
+            await self.worker.set_connector_state(name, State.FAILED, "".join(traceback.format_exception(exc)))
+            return
+        if not force and configs == self.config_store.task_configs(name) and self.worker.connector_tasks(name):
+            return
+        await self._stop_tasks(name)
+        await self.config_store.put_task_configs(name, configs)
+        await self._start_tasks(name)
+
+    async def _start_tasks(self, name: str, only: set[int] | None = None) -> None:
+        paused = self.config_store.target_state(name) == TargetState.PAUSED
+        for index, task_config in enumerate(self.config_store.task_configs(name)):
+            if only is None or index in only:
+                await self.worker.start_task(ConnectorTaskId(name, index), task_config, paused=paused)
+
+    async def _stop_tasks(self, name: str, only: set[int] | None = None) -> None:
+        for task_id in self.worker.connector_tasks(name):
+            if only is None or task_id.task in only:
+                await self.worker.stop_task(task_id)
+        if only is None:
+            await self.status_store.remove(name, keep_connector=True)
+
+    async def _stop_all(self, name: str) -> None:
+        await self._stop_tasks(name)
+        await self.worker.stop_connector(name)
+
+    # -- worker ---------------------------------------------------------------------------
+    async def server_info(self) -> dict[str, Any]:
+        return {"version": __version__, "commit": "unknown", "kafka_cluster_id": self.kafka_cluster_id}
+
+    async def health(self) -> tuple[str, str]:
+        if not self._started:
+            return "starting", "Worker is still starting up."
+        return "healthy", "Worker has completed startup and is ready to handle requests."
+
+    # -- connectors -----------------------------------------------------------------------
+    async def connectors(self) -> list[str]:
+        return sorted(self.config_store.connectors())
+
+    async def connector_info(self, name: str) -> dict[str, Any]:
+        config = self._require(name)
+        tasks = [{"connector": name, "task": i} for i in range(len(self.config_store.task_configs(name)))]
+        return {"name": name, "config": config, "tasks": tasks, "type": self._connector_type(config)}
+
+    async def connector_config(self, name: str) -> dict[str, str]:
+        return self._require(name)
+
+    async def put_connector_config(self, name, config, *, allow_replace, initial_state=None):
+        config = {str(k): str(v) for k, v in config.items() if v is not None}
+        config["name"] = name
+        target = INITIAL_STATES.get((initial_state or "RUNNING").upper())
+        if target is None:
+            raise BadRequestError(f"Invalid initial state {initial_state}; expected RUNNING, PAUSED or STOPPED")
+        self._validate_or_raise(config)
+        async with self._lock:
+            exists = name in self.config_store.connectors()
+            if exists and not allow_replace:
+                raise AlreadyExistsError(f"Connector {name} already exists")
+            if exists:
+                await self._stop_all(name)
+            await self.config_store.put_connector(name, config)
+            if not exists:
+                await self.config_store.put_target_state(name, target)
+            await self._start_connector_and_tasks(name)
+        return not exists, await self.connector_info(name)
+
+    async def patch_connector_config(self, name, patch):
+        config = dict(self._require(name))
+        for key, value in patch.items():
+            if value is None:
+                config.pop(key, None)
+            else:
+                config[key] = value
+        if str(config.get("name", name)) != name:
+            raise BadRequestError("Connector name configuration (name) cannot be changed by PATCH")
+        _, info = await self.put_connector_config(name, config, allow_replace=True)
+        return info
+
+    async def delete_connector(self, name: str) -> None:
+        async with self._lock:
+            self._require(name)
+            await self._stop_all(name)
+            await self.config_store.remove_connector(name)
+            await self.status_store.remove(name)
+            self._active_topics.pop(name, None)
+
+    async def connector_status(self, name: str) -> dict[str, Any]:
+        config = self._require(name)
+        status = self.status_store.connector(name)
+        connector = status.info() if status else {"state": State.UNASSIGNED.value, "worker_id": self.worker.worker_id}
+        tasks = [{"id": i, **s.info()} for i, s in self.status_store.tasks(name).items()]
+        return {"name": name, "connector": connector, "tasks": tasks, "type": self._connector_type(config)}
+
+    async def task_status(self, name: str, task: int) -> dict[str, Any]:
+        self._require(name)
+        status = self.status_store.tasks(name).get(task)
+        if status is None:
+            raise NotFoundError(f"Task {name}-{task} not found")
+        return {"id": task, **status.info()}
+
+    async def task_configs(self, name: str) -> list[dict[str, Any]]:
+        self._require(name)
+        return [{"id": {"connector": name, "task": i}, "config": c}
+                for i, c in enumerate(self.config_store.task_configs(name))]
+
+    async def restart_connector(self, name, *, include_tasks=False, only_failed=False):
+        async with self._lock:
+            self._require(name)
+            if not include_tasks and not only_failed:
+                await self._restart_connector_instance(name)
+                return None
+            connector_status = self.status_store.connector(name)
+            restart_connector = not only_failed or (connector_status and connector_status.state == State.FAILED)
+            tasks = {i for i, s in self.status_store.tasks(name).items()
+                     if include_tasks and (not only_failed or s.state == State.FAILED)}
+            plan = await self.connector_status(name)
+            if restart_connector:
+                plan["connector"]["state"] = State.RESTARTING.value
+            for task in plan["tasks"]:
+                if task["id"] in tasks:
+                    task["state"] = State.RESTARTING.value
+                    task.pop("trace", None)
+            if restart_connector:
+                await self._restart_connector_instance(name, tasks_too=bool(tasks))
+            if tasks and not (restart_connector and self.config_store.task_configs(name)):
+                await self._stop_tasks(name, only=tasks)
+                await self._start_tasks(name, only=tasks)
+            return plan
+
+    async def _restart_connector_instance(self, name: str, tasks_too: bool = False) -> None:
+        await self.worker.stop_connector(name)
+        state = self.config_store.target_state(name)
+        if state == TargetState.STOPPED:
+            await self.worker.set_connector_state(name, State.STOPPED)
+            return
+        if await self.worker.start_connector(name, self._require(name), paused=state == TargetState.PAUSED):
+            if tasks_too or not self.worker.connector_tasks(name):
+                await self._update_tasks(name, force=True)
+            else:
+                await self._update_tasks(name)
+
+    async def restart_task(self, name: str, task: int) -> None:
+        async with self._lock:
+            self._require(name)
+            if task not in range(len(self.config_store.task_configs(name))):
+                raise NotFoundError(f"Task {name}-{task} not found")
+            await self._stop_tasks(name, only={task})
+            await self._start_tasks(name, only={task})
+
+    async def pause_connector(self, name: str) -> None:
+        async with self._lock:
+            self._require(name)
+            await self.config_store.put_target_state(name, TargetState.PAUSED)
+            if name in self.worker.connectors:
+                await self.worker.set_connector_state(name, State.PAUSED)
+            for task_id in self.worker.connector_tasks(name):
+                await self.worker.tasks[task_id].pause()
+
+    async def resume_connector(self, name: str) -> None:
+        async with self._lock:
+            self._require(name)
+            was = self.config_store.target_state(name)
+            await self.config_store.put_target_state(name, TargetState.STARTED)
+            if was == TargetState.STOPPED or name not in self.worker.connectors:
+                await self._stop_all(name)
+                await self._start_connector_and_tasks(name)
+                return
+            await self.worker.set_connector_state(name, State.RUNNING)
+            for task_id in self.worker.connector_tasks(name):
+                await self.worker.tasks[task_id].resume()
+
+    async def stop_connector(self, name: str) -> None:
+        async with self._lock:
+            self._require(name)
+            await self.config_store.put_target_state(name, TargetState.STOPPED)
+            await self._stop_all(name)
+            await self.config_store.put_task_configs(name, [])
+            await self.worker.set_connector_state(name, State.STOPPED)
+
+    # -- offsets --------------------------------------------------------------------------
+    def _require_stopped(self, name: str) -> dict[str, str]:
+        config = self._require(name)
+        if self.config_store.target_state(name) != TargetState.STOPPED or self.worker.connector_tasks(name):
+            raise BadRequestError(
+                "Connectors must be in the STOPPED state before their offsets can be modified. This can be done "
+                f"for the specified connector by issuing a 'PUT' request to the '/connectors/{name}/stop' endpoint")
+        return config
+
+    async def connector_offsets(self, name: str) -> dict[str, Any]:
+        self._require(name)
+        pairs = await self.offset_store.all(name)
+        return {"offsets": [{"partition": p, "offset": o} for p, o in pairs]}
+
+    async def alter_connector_offsets(self, name: str, offsets: list[dict[str, Any]]) -> str:
+        async with self._lock:
+            config = self._require_stopped(name)
+            if not offsets:
+                raise BadRequestError("The offsets to be altered must not be empty")
+            pairs = []
+            for entry in offsets:
+                partition, offset = entry.get("partition"), entry.get("offset")
+                if not isinstance(partition, dict) or not partition:
+                    raise BadRequestError("Each offset must have a non-empty JSON object as its 'partition'")
+                if offset is not None and not isinstance(offset, dict):
+                    raise BadRequestError("Each 'offset' must be a JSON object or null")
+                pairs.append((partition, offset))
+            connector_class = self.plugins.connector_class(config["connector.class"])
+            if issubclass(connector_class, SourceConnector):
+                await connector_class().alter_offsets(config, pairs)
+            await self.offset_store.put(name, pairs)
+            return "The offsets for this connector have been altered successfully"
+
+    async def reset_connector_offsets(self, name: str) -> str:
+        async with self._lock:
+            self._require_stopped(name)
+            pairs = await self.offset_store.all(name)
+            await self.offset_store.put(name, [(p, None) for p, _ in pairs])
+            return "The offsets for this connector have been reset successfully"
+
+    # -- topics ---------------------------------------------------------------------------
+    async def connector_active_topics(self, name: str) -> dict[str, Any]:
+        if not self.worker_config["topic.tracking.enable"]:
+            raise ForbiddenError("Topic tracking is disabled.")
+        self._require(name)
+        return {name: {"topics": sorted(self._active_topics.get(name, set()))}}
+
+    async def reset_connector_active_topics(self, name: str) -> None:
+        if not self.worker_config["topic.tracking.enable"]:
+            raise ForbiddenError("Topic tracking is disabled.")
+        if not self.worker_config["topic.tracking.allow.reset"]:
+            raise ForbiddenError("Topic tracking reset is disabled.")
+        self._require_stopped(name)
+        self._active_topics.pop(name, None)
+        for task in self.worker.tasks.values():
+            if task.id.connector == name:
+                task.forget_topics()
+
+    # -- plugins --------------------------------------------------------------------------
+    async def connector_plugins(self, connectors_only: bool = True) -> list[dict[str, Any]]:
+        plugins = []
+        for name, cls in self.plugins.connectors().items():
+            info = {"class": name, "type": cls.type}
+            version = _version_of(cls)
+            if version is not None:
+                info["version"] = version
+            plugins.append(info)
+        return plugins
+
+    async def plugin_config(self, plugin: str) -> list[dict[str, Any]]:
+        cls = self.plugins.connector_class(plugin)
+        return [key.info() for key in cls.config_def.keys.values()]
+
+    async def validate_connector_config(self, plugin: str, config: dict[str, Any]) -> dict[str, Any]:
+        cls = self.plugins.connector_class(plugin)
+        named = config.get("connector.class")
+        if named is not None and not self.plugins.matches(cls, str(named)):
+            raise BadRequestError(f"Included connector type {named} does not match request type {plugin}")
+        config = {**config, "connector.class": str(named or full_name(cls))}
+        return _config_infos(full_name(cls), cls, config)
+
+    def _validate_or_raise(self, config: dict[str, Any]) -> None:
+        try:
+            cls = self.plugins.connector_class(str(config.get("connector.class", "")))
+        except NotFoundError as exc:
+            if not config.get("connector.class"):
+                raise BadRequestError("Connector config is missing required configuration \"connector.class\"") from None
+            raise BadRequestError(str(exc)) from None
+        infos = _config_infos(full_name(cls), cls, config)
+        errors = [f"{c['value']['name']}: {e}" for c in infos["configs"] for e in c["value"]["errors"]]
+        if errors:
+            raise BadRequestError(
+                f"Connector configuration is invalid and contains the following {len(errors)} error(s):\n"
+                + "\n".join(errors)
+                + f"\nYou can also find the above list of errors at the endpoint "
+                  f"`/connector-plugins/{cls.__name__}/config/validate`")
+
+
+def _version_of(cls: type[Connector]) -> str | None:
+    try:
+        version = cls().version()
+    except Exception:
+        return None
+    return None if version in (None, "", "unknown") else version
+
+
+def _config_infos(name: str, cls: type[Connector], config: dict[str, Any]) -> dict[str, Any]:
+    """Connect's ConfigInfos for ``config``: common settings, then the connector's own."""
+    common_def = CONNECTOR_CONFIG_DEF
+    values: list[tuple[Any, ConfigValue]] = [(common_def.keys[v.name], v) for v in common_def.validate(config)]
+    try:
+        own = cls().validate(config)
+    except Exception as exc:  # a plugin's validate must not turn bad input into a 500
+        own = [ConfigValue("connector.class", config.get("connector.class"),
+                           errors=[f"The connector's validate() raised: {exc}"])]
+    own_keys = cls.config_def.keys
+    values += [(own_keys.get(v.name), v) for v in own if v.name not in common_def.keys or v.errors]
+    configs = []
+    for key, value in values:
+        definition = key.info() if key is not None else {"name": value.name}
+        configs.append({"definition": definition,
+                        "value": value.info(key.type if key is not None else common_def.keys["name"].type)})
+    groups = [*common_def.groups(), *[g for g in cls.config_def.groups() if g not in common_def.groups()]]
+    return {"name": name, "error_count": sum(len(v.errors) for _, v in values), "groups": groups,
+            "configs": configs}
