@@ -1,0 +1,231 @@
+"""The OpenAPI 3 document served at ``GET /openapi.json``.
+
+The list of paths and methods comes from the app's router, so the document cannot drift
+from what is served: :data:`OPERATIONS` only adds the words (summary, parameters, bodies,
+responses) for each known route, and a route it does not know (an ``extra_routes`` one) is
+still listed, with a generic description. Unit tests check both directions.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+from typing import Any
+
+from aiohttp import web
+
+_PARAM_PATTERN = re.compile(r"\{(\w+)(?::[^{}]*)?\}")
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"content": {"application/json": {"schema": schema}}}
+
+
+def _ok(status: int, description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    response: dict[str, Any] = {"description": description}
+    if schema is not None:
+        response.update(_json(schema))
+    return {str(status): response}
+
+
+def _errors(*statuses: int) -> dict[str, Any]:
+    words = {400: "Bad request", 404: "Not found", 409: "Conflict (exists, or rebalance in progress)",
+             500: "Internal error", 503: "Starting"}
+    return {str(s): {"description": words[s], **_json(_ref("Error"))} for s in statuses}
+
+
+def _op(summary: str, responses: dict[str, Any], *, body: dict[str, Any] | None = None,
+        query: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    op: dict[str, Any] = {"summary": summary, "responses": responses}
+    if body is not None:
+        op["requestBody"] = {"required": True, **_json(body)}
+    if query:
+        op["parameters"] = query
+    return op
+
+
+def _bool_query(name: str, default: bool, description: str) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "description": description,
+            "schema": {"type": "boolean", "default": default}}
+
+
+_STR_MAP = {"type": "object", "additionalProperties": {"type": "string", "nullable": True}}
+_ANY_MAP = {"type": "object", "additionalProperties": True}
+
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "Error": {"type": "object", "required": ["error_code", "message"],
+              "properties": {"error_code": {"type": "integer"}, "message": {"type": "string"}}},
+    "ServerInfo": {"type": "object", "properties": {k: {"type": "string"}
+                                                    for k in ("version", "commit", "kafka_cluster_id")}},
+    "Health": {"type": "object", "properties": {"status": {"type": "string",
+                                                           "enum": ["healthy", "starting", "unhealthy"]},
+                                                "message": {"type": "string"}}},
+    "ConfigMap": _STR_MAP,
+    "CreateConnectorRequest": {
+        "type": "object", "required": ["name", "config"],
+        "properties": {"name": {"type": "string"}, "config": _ref("ConfigMap"),
+                       "initial_state": {"type": "string", "enum": ["RUNNING", "PAUSED", "STOPPED"]}}},
+    "ConnectorTaskId": {"type": "object", "properties": {"connector": {"type": "string"},
+                                                         "task": {"type": "integer"}}},
+    "ConnectorInfo": {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "config": _ref("ConfigMap"),
+                       "tasks": {"type": "array", "items": _ref("ConnectorTaskId")},
+                       "type": {"type": "string", "enum": ["source", "sink", "unknown"]}}},
+    "State": {"type": "object", "properties": {"state": {"type": "string"}, "worker_id": {"type": "string"},
+                                               "trace": {"type": "string"}}},
+    "TaskState": {"type": "object", "properties": {"id": {"type": "integer"}, "state": {"type": "string"},
+                                                   "worker_id": {"type": "string"}, "trace": {"type": "string"}}},
+    "ConnectorStateInfo": {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "connector": _ref("State"),
+                       "tasks": {"type": "array", "items": _ref("TaskState")}, "type": {"type": "string"}}},
+    "TaskInfo": {"type": "object", "properties": {"id": _ref("ConnectorTaskId"), "config": _ref("ConfigMap")}},
+    "ConnectorOffset": {"type": "object", "required": ["partition", "offset"],
+                        "properties": {"partition": _ANY_MAP, "offset": {**_ANY_MAP, "nullable": True}}},
+    "ConnectorOffsets": {"type": "object", "required": ["offsets"],
+                         "properties": {"offsets": {"type": "array", "items": _ref("ConnectorOffset")}}},
+    "Message": {"type": "object", "properties": {"message": {"type": "string"}}},
+    "ActiveTopics": {"type": "object", "additionalProperties": {
+        "type": "object", "properties": {"topics": {"type": "array", "items": {"type": "string"}}}}},
+    "PluginInfo": {"type": "object", "properties": {"class": {"type": "string"}, "type": {"type": "string"},
+                                                    "version": {"type": "string"}}},
+    "ConfigKeyInfo": {"type": "object", "properties": {
+        **{k: {"type": "string"} for k in ("name", "type", "importance", "documentation", "group", "width",
+                                          "display_name")},
+        "required": {"type": "boolean"}, "default_value": {"type": "string", "nullable": True},
+        "order": {"type": "integer"}, "dependents": {"type": "array", "items": {"type": "string"}}}},
+    "ConfigInfos": {"type": "object", "properties": {
+        "name": {"type": "string"}, "error_count": {"type": "integer"},
+        "groups": {"type": "array", "items": {"type": "string"}},
+        "configs": {"type": "array", "items": {"type": "object", "properties": {
+            "definition": _ref("ConfigKeyInfo"), "value": _ANY_MAP}}}}},
+    "LoggerLevel": {"type": "object", "properties": {"level": {"type": "string"},
+                                                     "last_modified": {"type": "integer", "nullable": True}}},
+    "LoggerLevelRequest": {"type": "object", "required": ["level"], "properties": {"level": {"type": "string"}}},
+}
+"""Connect's entity shapes (``docs/rest-api.md``)."""
+
+_C = "/connectors/{connector}"
+_T = _C + "/tasks/{task}"
+
+OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
+    ("GET", "/"): _op("Server info", _ok(200, "ServerInfo", _ref("ServerInfo"))),
+    ("GET", "/health"): _op("Worker health (KIP-1017)", {**_ok(200, "Healthy", _ref("Health")),
+                                                        **_ok(503, "Starting", _ref("Health")),
+                                                        **_ok(500, "Unhealthy", _ref("Health"))}),
+    ("GET", "/openapi.json"): _op("This document", _ok(200, "OpenAPI 3 document", {"type": "object"})),
+    ("GET", "/connectors"): _op(
+        "List connectors", _ok(200, "Names, or {name: {status, info}} when expanded",
+                               {"oneOf": [{"type": "array", "items": {"type": "string"}}, {"type": "object"}]}),
+        query=[{"name": "expand", "in": "query", "required": False, "style": "form", "explode": True,
+                "schema": {"type": "array", "items": {"type": "string", "enum": ["status", "info"]}}}]),
+    ("POST", "/connectors"): _op("Create a connector",
+                                 {**_ok(201, "Created (Location header)", _ref("ConnectorInfo")), **_errors(400, 409)},
+                                 body=_ref("CreateConnectorRequest")),
+    ("GET", _C): _op("Connector info", {**_ok(200, "ConnectorInfo", _ref("ConnectorInfo")), **_errors(404)}),
+    ("DELETE", _C): _op("Delete a connector", {**_ok(204, "Deleted"), **_errors(404)}),
+    ("GET", _C + "/config"): _op("Connector config", {**_ok(200, "Config map", _ref("ConfigMap")), **_errors(404)}),
+    ("PUT", _C + "/config"): _op("Create or replace a connector's config",
+                                 {**_ok(200, "Replaced", _ref("ConnectorInfo")),
+                                  **_ok(201, "Created (Location header)", _ref("ConnectorInfo")), **_errors(400)},
+                                 body=_ref("ConfigMap")),
+    ("PATCH", _C + "/config"): _op("Patch a connector's config (null removes a key)",
+                                   {**_ok(200, "Patched", _ref("ConnectorInfo")), **_errors(400, 404)},
+                                   body=_ref("ConfigMap")),
+    ("GET", _C + "/status"): _op("Connector and task states",
+                                 {**_ok(200, "ConnectorStateInfo", _ref("ConnectorStateInfo")), **_errors(404)}),
+    ("POST", _C + "/restart"): _op(
+        "Restart a connector (and tasks)",
+        {**_ok(202, "Restarting", _ref("ConnectorStateInfo")), **_ok(204, "Connector restarted"), **_errors(404)},
+        query=[_bool_query("includeTasks", False, "Restart the tasks too"),
+               _bool_query("onlyFailed", False, "Only restart failed instances")]),
+    ("PUT", _C + "/pause"): _op("Pause", {**_ok(202, "Pausing"), **_errors(404)}),
+    ("PUT", _C + "/resume"): _op("Resume a paused or stopped connector", {**_ok(202, "Resuming"), **_errors(404)}),
+    ("PUT", _C + "/stop"): _op("Stop (tasks shut down, config kept)", {**_ok(204, "Stopped"), **_errors(404)}),
+    ("GET", _C + "/tasks"): _op("Task configs", {**_ok(200, "TaskInfo list", {"type": "array",
+                                                                               "items": _ref("TaskInfo")}),
+                                                 **_errors(404)}),
+    ("GET", _T + "/status"): _op("Task state", {**_ok(200, "Task state", _ref("TaskState")), **_errors(404)}),
+    ("POST", _T + "/restart"): _op("Restart a task", {**_ok(204, "Restarted"), **_errors(404)}),
+    ("GET", _C + "/topics"): _op("Active topics", {**_ok(200, "Active topics", _ref("ActiveTopics")),
+                                                   **_errors(404)}),
+    ("PUT", _C + "/topics/reset"): _op("Forget active topics", {**_ok(202, "Reset"), **_errors(404)}),
+    ("GET", _C + "/offsets"): _op("Committed offsets (KIP-875)",
+                                  {**_ok(200, "ConnectorOffsets", _ref("ConnectorOffsets")), **_errors(404)}),
+    ("PATCH", _C + "/offsets"): _op("Alter offsets of a stopped connector",
+                                    {**_ok(200, "Altered", _ref("Message")), **_errors(400, 404)},
+                                    body=_ref("ConnectorOffsets")),
+    ("DELETE", _C + "/offsets"): _op("Reset offsets of a stopped connector",
+                                     {**_ok(200, "Reset", _ref("Message")), **_errors(400, 404)}),
+    ("GET", "/connector-plugins"): _op(
+        "Installed plugins", _ok(200, "PluginInfo list", {"type": "array", "items": _ref("PluginInfo")}),
+        query=[_bool_query("connectorsOnly", True, "List connectors only")]),
+    ("GET", "/connector-plugins/{plugin}/config"): _op(
+        "A plugin's config definitions",
+        {**_ok(200, "ConfigKeyInfo list", {"type": "array", "items": _ref("ConfigKeyInfo")}), **_errors(404)}),
+    ("PUT", "/connector-plugins/{plugin}/config/validate"): _op(
+        "Validate a config", {**_ok(200, "ConfigInfos (errors in the body)", _ref("ConfigInfos")), **_errors(400)},
+        body=_ref("ConfigMap")),
+    ("GET", "/admin/loggers"): _op("Loggers with a level set, plus root",
+                                   _ok(200, "{logger: LoggerLevel}",
+                                       {"type": "object", "additionalProperties": _ref("LoggerLevel")})),
+    ("GET", "/admin/loggers/{logger}"): _op("A logger's level",
+                                            {**_ok(200, "LoggerLevel", _ref("LoggerLevel")), **_errors(404)}),
+    ("PUT", "/admin/loggers/{logger}"): _op(
+        "Set the level of a logger namespace",
+        {**_ok(200, "Affected loggers", {"type": "array", "items": {"type": "string"}}), **_errors(400, 404)},
+        body=_ref("LoggerLevelRequest"),
+        query=[{"name": "scope", "in": "query", "required": False,
+                "schema": {"type": "string", "enum": ["worker"], "default": "worker"}}]),
+}
+"""Hand-written words for each built-in route, keyed by ``(METHOD, path)`` in OpenAPI form."""
+
+
+def openapi_path(canonical: str) -> str:
+    """An aiohttp route path in OpenAPI form (``{task:\\d+}`` → ``{task}``)."""
+    return _PARAM_PATTERN.sub(r"{\1}", canonical)
+
+
+def registered_operations(app: web.Application) -> list[tuple[str, str]]:
+    """``(METHOD, path)`` of every route of ``app``, HEAD and wildcard methods left out."""
+    seen: dict[tuple[str, str], None] = {}
+    for route in app.router.routes():
+        if route.method in ("HEAD", "*"):
+            continue
+        seen[(route.method, openapi_path(route.resource.canonical))] = None
+    return list(seen)
+
+
+def _path_parameters(path: str) -> list[dict[str, Any]]:
+    return [{"name": name, "in": "path", "required": True,
+             "schema": {"type": "integer" if name == "task" else "string"}}
+            for name in _PARAM_PATTERN.findall(path)]
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("mirrorline")
+    except importlib.metadata.PackageNotFoundError:
+        return "0"
+
+
+def build_openapi(app: web.Application) -> dict[str, Any]:
+    """The OpenAPI 3.0 document of ``app``: one operation per registered route."""
+    paths: dict[str, dict[str, Any]] = {}
+    for method, path in registered_operations(app):
+        op = dict(OPERATIONS.get((method, path)) or _op(f"{method} {path}", {"default": {"description": "Response"}}))
+        params = _path_parameters(path) + op.get("parameters", [])
+        if params:
+            op["parameters"] = params
+        paths.setdefault(path, {})[method.lower()] = op
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "mirrorline REST API (Kafka Connect compatible)", "version": _version()},
+        "paths": paths,
+        "components": {"schemas": SCHEMAS},
+    }
