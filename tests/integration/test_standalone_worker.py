@@ -232,3 +232,45 @@ async def test_failed_task_is_reported_and_others_keep_running(cluster_a, make_t
         assert status == 202
         assert plan["connector"]["state"] == "RUNNING"
         assert [t["state"] for t in plan["tasks"]] == ["RUNNING", "RESTARTING"]
+
+
+async def test_worker_endpoints_and_initial_state(cluster_a, make_topic, unique_name):
+    topic = await make_topic(cluster_a)
+    async with running_standalone({"bootstrap.servers": cluster_a.bootstrap_servers}) as url, Rest(url) as rest:
+        status, info = await rest.call("GET", "/")
+        assert status == 200 and info["kafka_cluster_id"] and info["version"]
+        status, health = await rest.call("GET", "/health")
+        assert status == 200 and health["status"] == "healthy"
+
+        # created STOPPED: no tasks run and nothing is written until resumed
+        name = unique_name("init")
+        status, created = await rest.call("POST", "/connectors", {
+            "name": name, "initial_state": "STOPPED",
+            "config": {"connector.class": "SequenceSource", "topic": topic, "poll.interval.ms": "10"}})
+        assert status == 201 and created["tasks"] == []
+        status, state = await rest.call("GET", f"/connectors/{name}/status")
+        assert state["connector"]["state"] == "STOPPED" and state["tasks"] == []
+        assert sum(len(r) for r in (await read_all(cluster_a.bootstrap_servers, topic)).values()) == 0
+        assert (await rest.call("PUT", f"/connectors/{name}/resume"))[0] == 202
+        await rest.wait_for(f"/connectors/{name}/status", all_running(1))
+        await read_all(cluster_a.bootstrap_servers, topic, expect=10)
+
+        # validate refuses a body naming another plugin
+        status, body = await rest.call("PUT", "/connector-plugins/SequenceSource/config/validate",
+                                       {"connector.class": "com.example.Other", "topic": "t"})
+        assert status == 400 and "does not match" in body["message"]
+
+        # log levels change at run time
+        status, changed = await rest.call("PUT", "/admin/loggers/framework.runtime", {"level": "DEBUG"})
+        assert status == 200 and "framework.runtime" in changed
+        status, level = await rest.call("GET", "/admin/loggers/framework.runtime")
+        assert level["level"] == "DEBUG"
+        status, body = await rest.call("PUT", "/admin/loggers/framework.runtime", {"level": "LOUD"})
+        assert status == 404
+        await rest.call("PUT", "/admin/loggers/framework.runtime", {"level": "INFO"})
+
+        # the OpenAPI document describes the served API
+        status, doc = await rest.call("GET", "/openapi.json")
+        assert status == 200 and doc["openapi"].startswith("3.")
+        assert "/connectors/{connector}/offsets" in doc["paths"] or any(
+            p.startswith("/connectors/") and p.endswith("/offsets") for p in doc["paths"])
