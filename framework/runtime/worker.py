@@ -35,6 +35,15 @@ class RunningConnector:
     config: Config
 
 
+def _as_setting(value: Any) -> str:
+    """A task-config value as a Connect string setting (lists comma-joined, booleans lower-case)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(_as_setting(v) for v in value)
+    return "" if value is None else str(value)
+
+
 class Worker:
     """Starts and stops connectors and tasks, and records their statuses."""
 
@@ -102,7 +111,7 @@ class Worker:
         if len(configs) > max_tasks:
             log.warning("Connector %s returned %d task configs for tasks.max=%d; using the first %d",
                         name, len(configs), max_tasks, max_tasks)
-        return [{str(k): str(v) for k, v in c.items()} for c in configs[:max_tasks]]
+        return [{str(k): _as_setting(v) for k, v in c.items()} for c in configs[:max_tasks]]
 
     # -- tasks ---------------------------------------------------------------------------
     async def start_task(self, task_id: ConnectorTaskId, task_config: dict[str, str], paused: bool = False) -> None:

@@ -1,0 +1,329 @@
+"""Kafka admin operations MirrorMaker 2 needs that aiokafka's admin client does not offer.
+
+aiokafka 0.14's :class:`~aiokafka.admin.AIOKafkaAdminClient` is thin (and marked experimental).
+MM2 needs four things it lacks or only half-offers:
+
+- **incremental alter configs** (IncrementalAlterConfigs, API key 44). aiokafka only has the
+  legacy AlterConfigs (key 33), which *replaces* a resource's whole config: every config left
+  out is reset to its default. MM2 (Kafka 4.x) syncs topic configs only incrementally.
+- **alter consumer group offsets**: an OffsetCommit (key 8) with generation ``-1`` and an empty
+  member id, sent to the group coordinator. The broker accepts it only while the group has no
+  active members, which is the same precondition MM2's checkpoint task checks.
+- **delete consumer group offsets** (OffsetDelete, key 47).
+- **the state of a group** ("Empty", "Stable", ...), read from aiokafka's raw
+  ``describe_consumer_groups`` response.
+
+The requests are defined here with aiokafka's own protocol building blocks
+(``Request``/``RequestStruct``/``Response`` and ``aiokafka.protocol.types``) and sent with
+``admin._client.send(node_id, request)``; the version is negotiated per connection by
+``Request.prepare``. Only non-flexible versions are defined:
+
+- IncrementalAlterConfigs **v0** (v1 is already the first flexible version);
+- OffsetCommit **v2/v3** from aiokafka itself (KIP-896 removed v0/v1 in Kafka 4.0);
+- OffsetDelete **v0** (its only version).
+
+This touches a private attribute (``admin._client``), so aiokafka is pinned to ``>=0.14,<0.15``.
+Every function takes an admin client that has already been ``start()``-ed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import TypeAlias
+
+from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError, for_code
+from aiokafka.protocol.api import Request, RequestStruct, Response
+from aiokafka.protocol.commit import OffsetCommitRequest
+from aiokafka.protocol.types import Array, Boolean, Int8, Int16, Int32, Schema, String
+
+__all__ = [
+    "GroupNotEmptyError",
+    "alter_consumer_group_offsets",
+    "delete_consumer_group_offsets",
+    "describe_consumer_group_state",
+    "incremental_alter_configs",
+]
+
+RESOURCE_TOPIC = 2
+OP_SET = 0
+OP_DELETE = 1
+
+# Error codes that mean "the group has active members" for an admin offset commit/delete.
+_UNKNOWN_MEMBER_ID = 25
+_REBALANCE_IN_PROGRESS = 27
+_ILLEGAL_GENERATION = 22
+_NON_EMPTY_GROUP = 68
+_GROUP_SUBSCRIBED_TO_TOPIC = 86
+_GROUP_ACTIVE_CODES = {_UNKNOWN_MEMBER_ID, _REBALANCE_IN_PROGRESS, _ILLEGAL_GENERATION, _NON_EMPTY_GROUP,
+                       _GROUP_SUBSCRIBED_TO_TOPIC}
+
+
+class GroupNotEmptyError(Exception):
+    """The consumer group has active members, so its offsets cannot be altered or deleted.
+
+    ``error_code`` is the broker's code (UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS,
+    GROUP_SUBSCRIBED_TO_TOPIC ...); ``group`` is the group id.
+    """
+
+    def __init__(self, group: str, error_code: int, detail: str = ""):
+        self.group = group
+        self.error_code = error_code
+        name = ("GROUP_SUBSCRIBED_TO_TOPIC" if error_code == _GROUP_SUBSCRIBED_TO_TOPIC  # unknown to aiokafka
+                else getattr(for_code(error_code), "message", str(error_code)))
+        super().__init__(f"consumer group {group!r} has active members ({name}){': ' + detail if detail else ''}")
+
+
+# --- IncrementalAlterConfigs (key 44), v0 -----------------------------------------------------
+
+
+class IncrementalAlterConfigsResponse_v0(Response):
+    API_KEY = 44
+    API_VERSION = 0
+    SCHEMA = Schema(
+        ("throttle_time_ms", Int32),
+        ("responses", Array(
+            ("error_code", Int16),
+            ("error_message", String("utf-8")),
+            ("resource_type", Int8),
+            ("resource_name", String("utf-8")),
+        )),
+    )
+
+
+class IncrementalAlterConfigsRequest_v0(RequestStruct):
+    API_KEY = 44
+    API_VERSION = 0
+    RESPONSE_TYPE = IncrementalAlterConfigsResponse_v0
+    SCHEMA = Schema(
+        ("resources", Array(
+            ("resource_type", Int8),
+            ("resource_name", String("utf-8")),
+            ("configs", Array(
+                ("name", String("utf-8")),
+                ("config_operation", Int8),
+                ("value", String("utf-8")),  # nullable
+            )),
+        )),
+        ("validate_only", Boolean),
+    )
+
+
+IncrementalAlterConfigsRequestStruct: TypeAlias = IncrementalAlterConfigsRequest_v0
+
+
+class IncrementalAlterConfigsRequest(Request[IncrementalAlterConfigsRequestStruct]):
+    """``resources``: ``[(resource_type, resource_name, [(name, operation, value | None)])]``."""
+
+    API_KEY = 44
+
+    def __init__(self, resources: list, validate_only: bool = False):
+        self._resources = resources
+        self._validate_only = validate_only
+
+    def build(self, request_struct_class: type[IncrementalAlterConfigsRequestStruct]):
+        return request_struct_class(self._resources, self._validate_only)
+
+
+# --- OffsetDelete (key 47), v0 ----------------------------------------------------------------
+
+
+class OffsetDeleteResponse_v0(Response):
+    API_KEY = 47
+    API_VERSION = 0
+    SCHEMA = Schema(
+        ("error_code", Int16),
+        ("throttle_time_ms", Int32),
+        ("topics", Array(
+            ("name", String("utf-8")),
+            ("partitions", Array(("partition_index", Int32), ("error_code", Int16))),
+        )),
+    )
+
+
+class OffsetDeleteRequest_v0(RequestStruct):
+    API_KEY = 47
+    API_VERSION = 0
+    RESPONSE_TYPE = OffsetDeleteResponse_v0
+    SCHEMA = Schema(
+        ("group_id", String("utf-8")),
+        ("topics", Array(
+            ("name", String("utf-8")),
+            ("partitions", Array(Int32)),  # a one-field struct {PartitionIndex} encodes as an int32
+        )),
+    )
+
+
+OffsetDeleteRequestStruct: TypeAlias = OffsetDeleteRequest_v0
+
+
+class OffsetDeleteRequest(Request[OffsetDeleteRequestStruct]):
+    """``topics``: ``[(topic, [partition, ...])]``."""
+
+    API_KEY = 47
+
+    def __init__(self, group_id: str, topics: list):
+        self._group_id = group_id
+        self._topics = topics
+
+    def build(self, request_struct_class: type[OffsetDeleteRequestStruct]):
+        return request_struct_class(self._group_id, self._topics)
+
+
+# --- coordinator requests ----------------------------------------------------------------------
+
+# COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: find the coordinator
+# again and retry (e.g. while __consumer_offsets is still being created on a fresh cluster).
+_COORDINATOR_RETRY_CODES = {14, 15, 16}
+_COORDINATOR_TIMEOUT_S = 30.0
+
+
+def _error_codes(response) -> set[int]:
+    codes = {getattr(response, "error_code", 0)}
+    for _topic, partitions in response.topics:
+        codes.update(error_code for _partition, error_code in partitions)
+    return codes
+
+
+async def _find_coordinator(admin: AIOKafkaAdminClient, group: str) -> int:
+    """``admin.find_coordinator(group)``, retried while the coordinator is not available yet."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _COORDINATOR_TIMEOUT_S
+    while True:
+        try:
+            return await admin.find_coordinator(group)
+        except KafkaError as exc:
+            if not getattr(exc, "retriable", False) or loop.time() > deadline:
+                raise
+        await asyncio.sleep(0.2)
+
+
+async def _send_to_group_coordinator(admin: AIOKafkaAdminClient, group: str, request: Request):
+    """Send ``request`` to ``group``'s coordinator, retrying while the coordinator moves or loads."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _COORDINATOR_TIMEOUT_S
+    while True:
+        try:
+            coordinator = await _find_coordinator(admin, group)
+            response = await admin._send_request(request, coordinator)
+        except KafkaError as exc:
+            if not getattr(exc, "retriable", False) or loop.time() > deadline:
+                raise
+        else:
+            if not (_error_codes(response) & _COORDINATOR_RETRY_CODES) or loop.time() > deadline:
+                return response
+        await asyncio.sleep(0.2)
+
+
+# --- public functions -------------------------------------------------------------------------
+
+
+def _by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[TopicPartition]]:
+    grouped: dict[str, list[TopicPartition]] = defaultdict(list)
+    for tp in partitions:
+        grouped[tp.topic].append(tp)
+    return grouped
+
+
+async def incremental_alter_configs(admin: AIOKafkaAdminClient, topic: str, set_configs: Mapping[str, str],
+                                    delete_configs: Iterable[str] = ()) -> None:
+    """Set and/or delete configs of ``topic`` without touching any other config.
+
+    Sends IncrementalAlterConfigs v0 (API key 44): each key of ``set_configs`` gets a SET
+    operation, each name in ``delete_configs`` a DELETE (the config falls back to its
+    broker/default value). Unlike aiokafka's ``alter_configs`` (legacy AlterConfigs), configs not
+    named here keep their current values.
+
+    Raises the aiokafka error class for the broker's error code (e.g.
+    ``UnknownTopicOrPartitionError``, ``InvalidConfigurationError``) with the broker's message.
+    """
+    ops = [(name, OP_SET, str(value)) for name, value in set_configs.items()]
+    ops += [(name, OP_DELETE, None) for name in delete_configs]
+    if not ops:
+        return
+    request = IncrementalAlterConfigsRequest([(RESOURCE_TOPIC, topic, ops)])
+    response = await admin._send_request(request)
+    for error_code, error_message, _type, name in response.responses:
+        if error_code:
+            raise for_code(error_code)(f"incremental alter configs of topic {name!r} failed: "
+                                       f"{error_message or 'no message'}")
+
+
+async def alter_consumer_group_offsets(admin: AIOKafkaAdminClient, group: str,
+                                       offsets: Mapping[TopicPartition, int | tuple[int, str]]) -> None:
+    """Set committed offsets of ``group`` as an administrator would (MM2's checkpoint sync).
+
+    ``offsets`` maps each partition to an offset or an ``(offset, metadata)`` pair. Sends an
+    OffsetCommit (v2/v3, as negotiated) with generation ``-1`` and an empty member id to the
+    group's coordinator; the group is created (state "Empty") if it does not exist.
+
+    Raises :class:`GroupNotEmptyError` if the group has active members (the broker answers
+    UNKNOWN_MEMBER_ID / REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION), otherwise the aiokafka error
+    class for the first partition error.
+    """
+    if not offsets:
+        return
+    topics = []
+    for topic, tps in _by_topic(offsets).items():
+        parts = []
+        for tp in tps:
+            value = offsets[tp]
+            offset, metadata = (value, "") if isinstance(value, int) else value
+            parts.append((tp.partition, int(offset), metadata))
+        topics.append((topic, parts))
+    request = OffsetCommitRequest(group, OffsetCommitRequest.DEFAULT_GENERATION_ID, "",
+                                  OffsetCommitRequest.DEFAULT_RETENTION_TIME, topics)
+    response = await _send_to_group_coordinator(admin, group, request)
+    _raise_partition_errors(group, "altering offsets", response.topics)
+
+
+async def delete_consumer_group_offsets(admin: AIOKafkaAdminClient, group: str,
+                                        partitions: Iterable[TopicPartition]) -> None:
+    """Delete the committed offsets of ``group`` for ``partitions`` (OffsetDelete v0, key 47).
+
+    The group must not be subscribed to those topics by an active member: in that case the
+    broker answers GROUP_SUBSCRIBED_TO_TOPIC and :class:`GroupNotEmptyError` is raised. A missing
+    group raises aiokafka's ``GroupIdNotFound``; other errors the matching aiokafka error class.
+    """
+    topics = [(topic, [tp.partition for tp in tps]) for topic, tps in _by_topic(partitions).items()]
+    if not topics:
+        return
+    response = await _send_to_group_coordinator(admin, group, OffsetDeleteRequest(group, topics))
+    if response.error_code:
+        if response.error_code in _GROUP_ACTIVE_CODES:
+            raise GroupNotEmptyError(group, response.error_code, "deleting offsets")
+        raise for_code(response.error_code)(f"deleting offsets of group {group!r} failed")
+    _raise_partition_errors(group, "deleting offsets", response.topics)
+
+
+def _raise_partition_errors(group: str, what: str, topics) -> None:
+    for topic, partitions in topics:
+        for partition, error_code in partitions:
+            if not error_code:
+                continue
+            if error_code in _GROUP_ACTIVE_CODES:
+                raise GroupNotEmptyError(group, error_code, f"{what} of {topic}-{partition}")
+            raise for_code(error_code)(f"{what} of group {group!r} failed for {topic}-{partition}")
+
+
+async def describe_consumer_group_state(admin: AIOKafkaAdminClient, group: str) -> str:
+    """The state of consumer group ``group`` as the broker names it.
+
+    One of "Empty", "Stable", "PreparingRebalance", "CompletingRebalance" or "Dead" (a group
+    that does not exist is reported as "Dead"). Raises the aiokafka error class if the broker
+    returns an error for the group.
+    """
+    coordinator = await _find_coordinator(admin, group)
+    responses = await admin.describe_consumer_groups([group], group_coordinator_id=coordinator)
+    for response in responses:
+        for entry in response.groups:
+            error_code, group_id, state = entry[0], entry[1], entry[2]
+            if group_id != group:
+                continue
+            if error_code:
+                raise for_code(error_code)(f"describing group {group!r} failed")
+            return state
+    raise ValueError(f"the broker did not describe group {group!r}")
