@@ -1,4 +1,4 @@
-"""Reading config files: Java ``.properties`` (Kafka's format) and YAML.
+"""Reading config files: Java ``.properties`` (Kafka's format), YAML and JSON.
 
 ``.properties`` follows ``java.util.Properties``: ``key=value``, ``key: value`` or
 ``key value``; ``#`` and ``!`` start comment lines (never inline comments); a trailing
@@ -9,6 +9,7 @@ understood. YAML files must hold a mapping; nested mappings are flattened with d
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -66,27 +67,37 @@ def _unescape(text: str, source: str) -> str:
     def replace(match: re.Match) -> str:
         escaped = match.group(1)
         if escaped.startswith("u"):
-            try:
-                return chr(int(escaped[1:], 16))
-            except ValueError:
-                raise ConfigError(f"{source}: malformed \\uXXXX escape {match.group(0)!r}") from None
+            if len(escaped) != 5:  # Java requires exactly four hex digits
+                raise ConfigError(f"{source}: malformed \\uXXXX escape {match.group(0)!r}")
+            return chr(int(escaped[1:], 16))
         return _ESCAPES.get(escaped, escaped)
 
     return re.sub(r"\\(u[0-9a-fA-F]{0,4}|.)", replace, text)
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    return str(value)
 
 
 def _flatten_item(key: str, value: Any, out: dict[str, str], source: str) -> None:
     if isinstance(value, dict):
         for sub, subvalue in value.items():
             _flatten_item(f"{key}.{sub}", subvalue, out, source)
-    elif isinstance(value, bool):
-        out[key] = "true" if value else "false"
     elif isinstance(value, (list, tuple)):
-        out[key] = ",".join(str(v) for v in value)
-    elif value is None:
-        out[key] = ""
+        out[key] = ",".join(_scalar(v) for v in value)
     else:
-        out[key] = str(value)
+        out[key] = _scalar(value)
+
+
+def _flatten(data: dict[Any, Any], source: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in data.items():
+        _flatten_item(str(key), value, out, source)
+    return out
 
 
 def parse_yaml(text: str, source: str = "<string>") -> dict[str, str]:
@@ -99,10 +110,22 @@ def parse_yaml(text: str, source: str = "<string>") -> dict[str, str]:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping of settings, got {type(data).__name__}")
-    out: dict[str, str] = {}
-    for key, value in data.items():
-        _flatten_item(str(key), value, out, source)
-    return out
+    return _flatten(data, source)
+
+
+def parse_json(text: str, source: str = "<string>") -> dict[str, str]:
+    """Parse a JSON object, flat or Connect's ``{"name": ..., "config": {...}}``, into flat string settings."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"{source} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a JSON object of settings, got {type(data).__name__}")
+    if isinstance(data.get("config"), dict):
+        config = _flatten(data["config"], source)
+        config.setdefault("name", _scalar(data.get("name", "")))
+        return config
+    return _flatten(data, source)
 
 
 def load_config_file(path: str | Path) -> dict[str, str]:
@@ -113,16 +136,15 @@ def load_config_file(path: str | Path) -> dict[str, str]:
     """
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"cannot read config file {path}: not UTF-8 text ({exc.reason} "
+                          f"at byte {exc.start})") from None
     suffix = path.suffix.lower()
-    if suffix in (".yaml", ".yml", ".json"):
-        config = parse_yaml(text, str(path))  # JSON is YAML
-        if suffix == ".json":
-            data = yaml.safe_load(text)
-            if isinstance(data, dict) and isinstance(data.get("config"), dict):
-                config = {k: str(v) for k, v in parse_yaml(yaml.safe_dump(data["config"]), str(path)).items()}
-                config.setdefault("name", str(data.get("name", "")))
-        return config
+    if suffix == ".json":
+        return parse_json(text, str(path))
+    if suffix in (".yaml", ".yml"):
+        return parse_yaml(text, str(path))
     return parse_properties(text, str(path))

@@ -59,6 +59,8 @@ class PluginRegistry:
     def __init__(self, plugin_manager: pluggy.PluginManager):
         self.pm = plugin_manager
         self.failures: list[PluginLoadFailure] = []
+        self._load_failures: list[PluginLoadFailure] = []  # import failures, kept across refresh()
+        self._origins: dict[str, tuple[str, str]] = {}  # plugin name -> (entry point value, distribution)
         self._connectors: dict[str, type[Connector]] = {}
         self._aliases: dict[str, set[str]] = {}
 
@@ -77,37 +79,47 @@ class PluginRegistry:
 
     def _load_entry_point(self, entry_point: importlib.metadata.EntryPoint) -> None:
         dist = entry_point.dist.name if entry_point.dist else "unknown distribution"
-        if self.pm.get_plugin(entry_point.name) is not None or self.pm.is_blocked(entry_point.name):
+        if self.pm.is_blocked(entry_point.name):
+            return
+        if self.pm.get_plugin(entry_point.name) is not None:
+            self._fail(entry_point.value, dist, NameError(
+                f"entry point name {entry_point.name!r} is already used by another plugin; rename one of them"))
             return
         try:
             plugin = entry_point.load()
             self.pm.register(plugin, name=entry_point.name)
         except Exception as exc:
-            self._fail(entry_point.value, dist, exc)
+            self._load_failures.append(self._fail(entry_point.value, dist, exc))
+        else:
+            self._origins[entry_point.name] = (entry_point.value, dist)
 
-    def _fail(self, where: str, dist: str, exc: BaseException) -> None:
+    def _fail(self, where: str, dist: str, exc: BaseException) -> PluginLoadFailure:
         reason = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        self.failures.append(PluginLoadFailure(where, dist, reason))
+        failure = PluginLoadFailure(where, dist, reason)
+        self.failures.append(failure)
         log.error("Plugin %s from %s could not be loaded and is skipped: %s. "
                   "Fix or uninstall that package; other plugins are unaffected.", where, dist, reason)
+        return failure
 
     def refresh(self) -> None:
         """Re-collect connectors from every registered plugin (after registering more plugins)."""
         self._connectors.clear()
         self._aliases.clear()
+        self.failures = list(self._load_failures)  # hook failures are found afresh below
         for plugin in self.pm.get_plugins():
             impl = getattr(plugin, "register_connectors", None)
             if impl is None:
                 continue
             name = self.pm.get_name(plugin) or repr(plugin)
+            where, dist = self._origins.get(name, (name, name))
             try:
                 classes = list(impl() or [])
             except Exception as exc:
-                self._fail(f"{name}.register_connectors", name, exc)
+                self._fail(f"{where}.register_connectors", dist, exc)
                 continue
             for connector_class in classes:
                 if not (isinstance(connector_class, type) and issubclass(connector_class, Connector)):
-                    self._fail(name, name, TypeError(f"{connector_class!r} is not a Connector subclass"))
+                    self._fail(where, dist, TypeError(f"{connector_class!r} is not a Connector subclass"))
                     continue
                 self._add(connector_class)
 

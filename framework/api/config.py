@@ -177,9 +177,14 @@ class Range(Validator):
             raise ValueError(f"must be no more than {self.max}")
 
     def __str__(self) -> str:
-        low = "..." if self.min is None else self.min
-        high = "..." if self.max is None else self.max
-        return f"[{low},...,{high}]"
+        # as Kafka's ConfigDef.Range: [1,...], [...,5], [1,...,5] and [...] when unbounded
+        if self.min is None and self.max is None:
+            return "[...]"
+        if self.min is None:
+            return f"[...,{self.max}]"
+        if self.max is None:
+            return f"[{self.min},...]"
+        return f"[{self.min},...,{self.max}]"
 
 
 @dataclass(frozen=True)
@@ -371,8 +376,9 @@ class ConfigDef:
                     result.value = key.parse(raw[key.name])
                 except (ValueError, TypeError) as exc:
                     result.value = raw[key.name]
+                    shown = "[hidden]" if key.type is Type.PASSWORD else raw[key.name]  # never echo a secret
                     result.errors.append(
-                        f"Invalid value {raw[key.name]} for configuration {key.name}: {exc}")
+                        f"Invalid value {shown} for configuration {key.name}: {exc}")
             elif key.required:
                 result.errors.append(f"Missing required configuration \"{key.name}\" which has no default value.")
             else:

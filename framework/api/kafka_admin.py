@@ -81,6 +81,7 @@ class GroupNotEmptyError(Exception):
 
 
 class IncrementalAlterConfigsResponse_v0(Response):
+    """IncrementalAlterConfigs v0 response: an error code and message per resource."""
     API_KEY = 44
     API_VERSION = 0
     SCHEMA = Schema(
@@ -95,6 +96,7 @@ class IncrementalAlterConfigsResponse_v0(Response):
 
 
 class IncrementalAlterConfigsRequest_v0(RequestStruct):
+    """IncrementalAlterConfigs v0 request (API key 44, non-flexible)."""
     API_KEY = 44
     API_VERSION = 0
     RESPONSE_TYPE = IncrementalAlterConfigsResponse_v0
@@ -125,6 +127,7 @@ class IncrementalAlterConfigsRequest(Request[IncrementalAlterConfigsRequestStruc
         self._validate_only = validate_only
 
     def build(self, request_struct_class: type[IncrementalAlterConfigsRequestStruct]):
+        """Instantiate the chosen version's struct with this request's fields."""
         return request_struct_class(self._resources, self._validate_only)
 
 
@@ -132,6 +135,7 @@ class IncrementalAlterConfigsRequest(Request[IncrementalAlterConfigsRequestStruc
 
 
 class OffsetDeleteResponse_v0(Response):
+    """OffsetDelete v0 response: a group error code, then an error code per partition."""
     API_KEY = 47
     API_VERSION = 0
     SCHEMA = Schema(
@@ -145,6 +149,7 @@ class OffsetDeleteResponse_v0(Response):
 
 
 class OffsetDeleteRequest_v0(RequestStruct):
+    """OffsetDelete v0 request (API key 47, non-flexible)."""
     API_KEY = 47
     API_VERSION = 0
     RESPONSE_TYPE = OffsetDeleteResponse_v0
@@ -170,6 +175,7 @@ class OffsetDeleteRequest(Request[OffsetDeleteRequestStruct]):
         self._topics = topics
 
     def build(self, request_struct_class: type[OffsetDeleteRequestStruct]):
+        """Instantiate the chosen version's struct with this request's fields."""
         return request_struct_class(self._group_id, self._topics)
 
 

@@ -34,7 +34,7 @@ _COMMON = {
     "retry.backoff.ms": ("retry_backoff_ms", _INT),
     "metadata.max.age.ms": ("metadata_max_age_ms", _INT),
     "connections.max.idle.ms": ("connections_max_idle_ms", _INT),
-    "security.protocol": ("security_protocol", _STR),
+    "security.protocol": ("security_protocol", lambda v: str(v).strip().upper()),  # Java upper-cases it
     "sasl.mechanism": ("sasl_mechanism", _STR),
     "sasl.kerberos.service.name": ("sasl_kerberos_service_name", _STR),
 }
@@ -67,7 +67,9 @@ _CONSUMER = {
 }
 _ROLES = {"producer": _PRODUCER, "consumer": _CONSUMER, "admin": {}}
 
-_JAAS_PLAIN = re.compile(r'username\s*=\s*"([^"]*)"\s+password\s*=\s*"([^"]*)"')
+# JAAS login module options come in any order: ``username="u" password="p"`` or the reverse
+_JAAS_USERNAME = re.compile(r'(?<![\w.])username\s*=\s*"([^"]*)"')
+_JAAS_PASSWORD = re.compile(r'(?<![\w.])password\s*=\s*"([^"]*)"')
 _SSL_KEYS = ("ssl.truststore.location", "ssl.cafile", "ssl.keystore.location", "ssl.certfile",
              "ssl.keyfile", "ssl.key.password", "ssl.endpoint.identification.algorithm")
 
@@ -88,9 +90,9 @@ def client_kwargs(props: Mapping[str, Any], role: str) -> tuple[dict[str, Any], 
             name, convert = table[key]
             kwargs[name] = convert(value)
         elif key == "sasl.jaas.config":
-            match = _JAAS_PLAIN.search(str(value))
-            if match:
-                kwargs["sasl_plain_username"], kwargs["sasl_plain_password"] = match.groups()
+            username, password = _JAAS_USERNAME.search(str(value)), _JAAS_PASSWORD.search(str(value))
+            if username and password:
+                kwargs["sasl_plain_username"], kwargs["sasl_plain_password"] = username.group(1), password.group(1)
             else:
                 ignored.append(key)
         elif key not in _SSL_KEYS:

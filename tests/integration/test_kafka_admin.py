@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
@@ -42,15 +44,31 @@ async def topic_configs(admin, topic) -> dict[str, tuple[str, bool]]:
     return out
 
 
+async def configs_when(admin, topic, ready, timeout: float = 15.0) -> dict[str, tuple[str, bool]]:
+    """Topic configs once ``ready(configs)`` holds: in KRaft the broker learns of an alteration a
+    moment after the controller accepted it, so a describe right after an alter may be stale."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        try:
+            configs = await topic_configs(admin, topic)
+            if ready(configs):
+                return configs
+        except AssertionError:  # the broker does not know the new topic yet
+            configs = None
+        if asyncio.get_running_loop().time() > deadline:
+            return configs
+        await asyncio.sleep(0.2)
+
+
 async def test_incremental_set_keeps_other_configs_and_delete_restores_default(admin, cluster_a, make_topic):
     topic = await make_topic(cluster_a, config={"cleanup.policy": "compact", "max.message.bytes": "123456"})
-    before = await topic_configs(admin, topic)
+    before = await configs_when(admin, topic, lambda c: c["cleanup.policy"][0] == "compact")
     default_retention = before["retention.ms"][0]
     assert before["cleanup.policy"] == ("compact", False)
 
     await incremental_alter_configs(admin, topic, {"retention.ms": "3600000"})
 
-    after = await topic_configs(admin, topic)
+    after = await configs_when(admin, topic, lambda c: c["retention.ms"][0] == "3600000")
     assert after["retention.ms"] == ("3600000", False)
     # Legacy AlterConfigs would have reset these two to their defaults.
     assert after["cleanup.policy"] == ("compact", False)
@@ -58,7 +76,7 @@ async def test_incremental_set_keeps_other_configs_and_delete_restores_default(a
 
     await incremental_alter_configs(admin, topic, {"segment.ms": "7200000"}, delete_configs=["max.message.bytes"])
 
-    final = await topic_configs(admin, topic)
+    final = await configs_when(admin, topic, lambda c: c["segment.ms"][0] == "7200000")
     assert final["max.message.bytes"][1] is True
     assert final["max.message.bytes"][0] != "123456"
     assert final["segment.ms"] == ("7200000", False)
@@ -66,7 +84,8 @@ async def test_incremental_set_keeps_other_configs_and_delete_restores_default(a
     assert final["cleanup.policy"] == ("compact", False)
 
     await incremental_alter_configs(admin, topic, {}, delete_configs=["retention.ms"])
-    assert (await topic_configs(admin, topic))["retention.ms"] == (default_retention, True)
+    restored = await configs_when(admin, topic, lambda c: c["retention.ms"][1] is True)
+    assert restored["retention.ms"] == (default_retention, True)
 
 
 async def test_incremental_alter_configs_raises_broker_errors(admin, cluster_a, make_topic, unique_name):

@@ -1,0 +1,239 @@
+"""The plugin contract, checked statically: what framework.api and connectors may import, and that
+every hook, public API object and config key is documented."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+import framework.api
+import framework.api.hookspecs as hookspecs
+from framework.api.config import ConfigDef
+from framework.api.connector import Connector
+
+ROOT = Path(__file__).resolve().parents[2]
+API_DIR = ROOT / "framework" / "api"
+CONNECTORS_DIR = ROOT / "connectors"
+PLUGIN_DOC = ROOT / "docs" / "plugin-authoring.md"
+
+#: Runtime internals the API must never depend on.
+FORBIDDEN_FROM_API = ("framework.runtime", "framework.storage", "framework.rest", "framework.cli",
+                      "framework.plugins", "framework.localkafka")
+
+
+def _python_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _resolve_relative(module: str | None, level: int, importer: str, is_package: bool) -> str:
+    """The absolute module name of ``from <.. module> import`` inside ``importer``."""
+    if level == 0:
+        return module or ""
+    base = importer.split(".")
+    if not is_package:
+        base = base[:-1]
+    if level > 1:
+        base = base[: len(base) - (level - 1)]
+    return ".".join([*base, module] if module else base)
+
+
+def imported_modules(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
+    """(line, absolute module name) for every import in the file: top level, nested, TYPE_CHECKING,
+    ``from x import y`` (both ``x`` and ``x.y``, since y may be a submodule) and literal
+    ``importlib.import_module("...")`` / ``__import__("...")`` calls."""
+    importer = _module_name(path, root)
+    is_package = path.name == "__init__.py"
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve_relative(node.module, node.level, importer, is_package)
+            found.append((node.lineno, base))
+            found.extend((node.lineno, f"{base}.{alias.name}") for alias in node.names if alias.name != "*")
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if called in ("import_module", "__import__"):
+                found.append((node.lineno, node.args[0].value))
+    return found
+
+
+def _is_within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+# ---------------------------------------------------------------------------------------
+# (a) import boundaries
+# ---------------------------------------------------------------------------------------
+
+API_FILES = _python_files(API_DIR)
+CONNECTOR_FILES = _python_files(CONNECTORS_DIR)
+
+
+def test_there_are_files_to_check():
+    assert len(API_FILES) >= 8
+    assert CONNECTOR_FILES
+
+
+@pytest.mark.parametrize("path", API_FILES, ids=lambda p: p.name)
+def test_api_imports_nothing_from_runtime_internals(path):
+    bad = [f"{path.name}:{line}: {module}" for line, module in imported_modules(path)
+           if any(_is_within(module, forbidden) for forbidden in FORBIDDEN_FROM_API)]
+    assert not bad, "framework.api must not import runtime internals:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("path", CONNECTOR_FILES, ids=lambda p: str(p.relative_to(CONNECTORS_DIR)))
+def test_connectors_import_only_framework_api(path):
+    bad = [f"{path.relative_to(ROOT)}:{line}: {module}" for line, module in imported_modules(path)
+           if _is_within(module, "framework") and not _is_within(module, "framework.api")]
+    assert not bad, "connectors may import from framework only framework.api:\n" + "\n".join(bad)
+
+
+def test_import_scanner_sees_every_form(tmp_path):
+    package = tmp_path / "framework" / "api"
+    package.mkdir(parents=True)
+    source = package / "sample.py"
+    source.write_text(
+        "import framework.runtime.worker\n"
+        "from framework.storage import offsets\n"
+        "from .. import rest\n"
+        "from ..plugins import PluginRegistry\n"
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from framework.cli import main\n"
+        "def f():\n"
+        "    import framework.localkafka\n"
+        "    importlib.import_module('framework.runtime.herder')\n"
+        "from . import config\n"
+    )
+    modules = {module for _, module in imported_modules(source, root=tmp_path)}
+    for forbidden in FORBIDDEN_FROM_API:
+        assert any(_is_within(m, forbidden) for m in modules), forbidden
+    assert "framework.api.config" in modules
+
+
+# ---------------------------------------------------------------------------------------
+# (b) hook specifications are documented
+# ---------------------------------------------------------------------------------------
+
+HOOKSPECS = sorted(name for name, obj in vars(hookspecs).items()
+                   if callable(obj) and getattr(obj, "mirrorline_spec", None) is not None)
+
+
+def test_hookspecs_found():
+    assert "register_connectors" in HOOKSPECS
+
+
+@pytest.mark.parametrize("name", HOOKSPECS)
+def test_hookspec_documented_in_plugin_authoring(name):
+    text = PLUGIN_DOC.read_text()
+    assert re.search(rf"`{re.escape(name)}(\(\))?`", text), \
+        f"hook {name} from framework/api/hookspecs.py is not documented in docs/plugin-authoring.md"
+
+
+@pytest.mark.parametrize("name", HOOKSPECS)
+def test_hookspec_has_docstring(name):
+    doc = inspect.getdoc(getattr(hookspecs, name))
+    assert doc and doc.strip(), f"hook {name} has no docstring"
+
+
+# ---------------------------------------------------------------------------------------
+# (c) the public API is documented
+# ---------------------------------------------------------------------------------------
+
+def _public_definitions():
+    """(module name, qualified name, ast node) of every public class, function and method in framework.api."""
+    for path in API_FILES:
+        module = _module_name(path)
+        tree = ast.parse(path.read_text())
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                    and not node.name.startswith("_"):
+                yield module, node.name, node
+                if isinstance(node, ast.ClassDef):
+                    for item in node.body:
+                        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                                and not item.name.startswith("_"):
+                            yield module, f"{node.name}.{item.name}", item
+
+
+PUBLIC = list(_public_definitions())
+
+
+def test_public_definitions_found():
+    names = {name for _, name, _ in PUBLIC}
+    assert {"ConfigDef", "ConfigDef.parse", "SourceTask.poll", "client_kwargs", "register_connectors"} <= names
+
+
+@pytest.mark.parametrize("module, name, node", PUBLIC, ids=[f"{m}.{n}" for m, n, _ in PUBLIC])
+def test_public_api_has_docstring(module, name, node):
+    if ast.get_docstring(node):
+        return
+    # a method overriding a documented one inherits its documentation
+    obj = importlib.import_module(module)
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    assert "." in name and inspect.getdoc(obj), f"{module}.{name} has no docstring"
+
+
+def test_package_exports_resolve():
+    for name in framework.api.__all__:
+        assert hasattr(framework.api, name), name
+
+
+# ---------------------------------------------------------------------------------------
+# (d) every config key is documented
+# ---------------------------------------------------------------------------------------
+
+CONFIG_MODULES = ["mirrorline_example.sequence", "framework.runtime.connector_config",
+                  "framework.runtime.worker_config"]
+
+
+def _config_defs():
+    for module_name in CONFIG_MODULES:
+        module = importlib.import_module(module_name)
+        seen: set[int] = set()
+        for attr, value in vars(module).items():
+            candidates = []
+            if isinstance(value, ConfigDef):
+                candidates.append((attr, value))
+            elif isinstance(value, type) and issubclass(value, Connector) and value.__module__ == module_name:
+                candidates.append((f"{attr}.config_def", value.config_def))
+            for label, definition in candidates:
+                if id(definition) in seen:
+                    continue
+                seen.add(id(definition))
+                for key in definition.keys.values():
+                    yield f"{module_name}.{label}", key
+
+
+CONFIG_KEYS = list(_config_defs())
+
+
+def test_config_defs_found():
+    owners = {owner for owner, _ in CONFIG_KEYS}
+    assert "mirrorline_example.sequence.SequenceSourceConnector.config_def" in owners \
+        or "mirrorline_example.sequence.CONFIG_DEF" in owners
+    assert "framework.runtime.connector_config.CONNECTOR_CONFIG_DEF" in owners
+    assert "framework.runtime.worker_config.WORKER_CONFIG_DEF" in owners
+    example = importlib.import_module("mirrorline_example.sequence").SequenceSourceConnector
+    assert example.config_def.keys, "the example connector declares settings"
+
+
+@pytest.mark.parametrize("owner, key", CONFIG_KEYS, ids=[f"{o}:{k.name}" for o, k in CONFIG_KEYS])
+def test_config_key_documented(owner, key):
+    assert key.doc and key.doc.strip(), f"{owner} declares {key.name} without documentation"
