@@ -119,6 +119,8 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                                         **_ok(503, "Starting", _ref("Health")),
                                                         **_ok(500, "Unhealthy", _ref("Health"))}),
     ("GET", "/openapi.json"): _op("This document", _ok(200, "OpenAPI 3 document", {"type": "object"})),
+    ("GET", "/metrics"): _op("Metrics in Prometheus text format (MM2's metric names where MM2 has them)",
+                             {"200": {"description": "Prometheus exposition format"}}),
     ("GET", "/connectors"): _op(
         "List connectors", _ok(200, "Names, or {name: {status, info}} when expanded",
                                {"oneOf": [{"type": "array", "items": {"type": "string"}}, {"type": "object"}]}),

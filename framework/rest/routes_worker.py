@@ -30,3 +30,12 @@ async def health(request: web.Request) -> web.Response:
 async def openapi(request: web.Request) -> web.Response:
     """The OpenAPI 3 document of every route this app serves."""
     return json_response(build_openapi(request.app))
+
+
+@routes.get("/metrics", name="metrics")
+async def metrics(request: web.Request) -> web.Response:
+    """Every metric of this process (workers, tasks, connectors) in Prometheus text format."""
+    from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+
+    body = generate_latest(REGISTRY)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})

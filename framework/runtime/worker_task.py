@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from aiokafka import AIOKafkaProducer
+from framework.api.producer import RecordProducer
 
 from framework.api.errors import RetriableError
 from framework.api.records import ConnectorTaskId, RecordMetadata, SourceRecord
@@ -53,7 +53,7 @@ class WorkerSourceTask:
         self._resumed = asyncio.Event()
         self._resumed.set()
         self._background = BackgroundTasks(str(task_id))
-        self._producer: AIOKafkaProducer | None = None
+        self._producer: RecordProducer | None = None
         self._send_error: BaseException | None = None
         self._commit_due = False
         self._unstored: dict[str, tuple[dict, dict]] = {}
@@ -65,7 +65,7 @@ class WorkerSourceTask:
     async def start(self, paused: bool = False) -> None:
         """Start the producer and the task, then the poll and flush loops; a failure leaves it FAILED."""
         try:
-            self._producer = AIOKafkaProducer(**{"acks": "all", "enable_idempotence": True,
+            self._producer = RecordProducer(**{"acks": "all", "enable_idempotence": True,
                                                  "linger_ms": 5, **self._producer_kwargs})
             await self._producer.start()
             self.task.initialize(WorkerSourceTaskContext(self.id, StoreOffsetReader(self._store, self.id.connector)))

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from framework.api.producer import RecordProducer
 
 
 async def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None) -> None:
@@ -74,7 +76,7 @@ async def read_all(bootstrap: str, topic: str, timeout: float = 30.0, expect: in
 
 async def produce(bootstrap: str, topic: str, records) -> None:
     """Send ``(partition, key, value, headers, timestamp_ms)`` tuples with acks=all and idempotence."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+    producer = RecordProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
     await producer.start()
     try:
         futures = [await producer.send(topic, value=v, key=k, partition=p, headers=h, timestamp_ms=ts)
@@ -82,3 +84,8 @@ async def produce(bootstrap: str, topic: str, records) -> None:
         await asyncio.gather(*futures)
     finally:
         await producer.stop()
+
+
+def record_tuples(records) -> list[tuple]:
+    """``(key, value, headers, timestamp)`` of each consumed record, in order: what a mirror must keep."""
+    return [(r.key, r.value, list(r.headers), r.timestamp) for r in records]

@@ -626,7 +626,7 @@ async def test_openapi_lists_every_route(client: TestClient) -> None:
     doc = await resp.json()
     assert doc["openapi"].startswith("3.")
     registered = registered_operations(client.app)
-    assert len(registered) == len(OPERATIONS) == 29
+    assert len(registered) == len(OPERATIONS) == 30
     for method, path in registered:
         assert method.lower() in doc["paths"][path], (method, path)
         assert (method, path) in OPERATIONS, f"no hand-written OpenAPI entry for {method} {path}"
@@ -639,12 +639,12 @@ async def test_extra_routes_are_served_and_documented(herder: FakeHerder) -> Non
     async def metrics(request: web.Request) -> web.Response:
         return web.Response(text="up 1\n")
 
-    app = create_app(herder, extra_routes=[web.get("/metrics", metrics)])
+    app = create_app(herder, extra_routes=[web.get("/extra/metrics", metrics)])
     async with TestClient(TestServer(app)) as test_client:
-        assert await (await test_client.get("/metrics")).text() == "up 1\n"
+        assert await (await test_client.get("/extra/metrics")).text() == "up 1\n"
         doc = await (await test_client.get("/openapi.json")).json()
-        assert "get" in doc["paths"]["/metrics"]
-        await assert_error(await test_client.post("/metrics"), 405)
+        assert "get" in doc["paths"]["/extra/metrics"]
+        await assert_error(await test_client.post("/extra/metrics"), 405)
 
 
 async def test_rest_server_on_port_zero(herder: FakeHerder) -> None:
@@ -662,3 +662,15 @@ async def test_rest_server_on_port_zero(herder: FakeHerder) -> None:
     await server.stop()
     with pytest.raises(RuntimeError):
         _ = server.port
+
+
+async def test_metrics_endpoint_serves_prometheus_text():
+    from prometheus_client import Counter
+
+    counter = Counter("mirrorline_test_rest_metrics_probe", "A probe counter for this test.")
+    counter.inc(3)
+    async with TestClient(TestServer(create_app(FakeHerder()))) as test_client:
+        response = await test_client.get("/metrics")
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/plain")
+        assert "mirrorline_test_rest_metrics_probe_total 3.0" in await response.text()

@@ -1,0 +1,51 @@
+"""MirrorSourceConnector settings: MM2's names and defaults (reference mm2.md §3 and §6.7)."""
+
+from __future__ import annotations
+
+from framework.api import ConfigDef, ConfigKey, Importance, Range, RegexList, Type
+
+from connectors.mirror_client.config import COMMON_CONFIG_DEF
+
+GROUP = "MirrorSource"
+
+CONFIG_PROPERTIES_EXCLUDE_DEFAULT = (
+    r"follower\.replication\.throttled\.replicas, leader\.replication\.throttled\.replicas, "
+    r"message\.timestamp\.difference\.max\.ms, message\.timestamp\.type, unclean\.leader\.election\.enable, "
+    r"min\.insync\.replicas")
+
+#: Task-only settings the connector adds to each task config.
+TASK_ASSIGNED_PARTITIONS = "task.assigned.partitions"
+TASK_INDEX = "task.index"
+
+SOURCE_CONFIG_DEF = COMMON_CONFIG_DEF.merged(ConfigDef([
+    ConfigKey("refresh.topics.enabled", Type.BOOLEAN, default="true", importance=Importance.LOW, group=GROUP,
+              doc="Periodically look for new topics and partitions on the source."),
+    ConfigKey("refresh.topics.interval.seconds", Type.LONG, default=600, validator=Range(min=1),
+              importance=Importance.LOW, group=GROUP,
+              doc="How often to look for new topics and partitions (first check after one interval)."),
+    ConfigKey("sync.topic.configs.enabled", Type.BOOLEAN, default="true", importance=Importance.LOW, group=GROUP,
+              doc="Periodically copy topic configs from source topics to their remote topics."),
+    ConfigKey("sync.topic.configs.interval.seconds", Type.LONG, default=600, validator=Range(min=1),
+              importance=Importance.LOW, group=GROUP, doc="How often to sync topic configs (first sync at start)."),
+    ConfigKey("sync.topic.acls.enabled", Type.BOOLEAN, default="true", importance=Importance.LOW, group=GROUP,
+              doc="Accepted for MM2 compatibility; ACL sync is not implemented yet (logged once at start)."),
+    ConfigKey("sync.topic.acls.interval.seconds", Type.LONG, default=600, importance=Importance.LOW, group=GROUP,
+              doc="Accepted for MM2 compatibility; see sync.topic.acls.enabled."),
+    ConfigKey("config.properties.exclude", Type.LIST, default=CONFIG_PROPERTIES_EXCLUDE_DEFAULT,
+              validator=RegexList(), importance=Importance.HIGH, group=GROUP,
+              doc="Topic config properties never copied to remote topics (full-match regexes)."),
+    ConfigKey("use.defaults.from", Type.STRING, default="target", importance=Importance.LOW, group=GROUP,
+              doc="'target' (default): a config at its default on the source is reset to the target's "
+                  "default; 'source': copy the source's default value."),
+    ConfigKey("replication.factor", Type.INT, default=2, validator=Range(min=-1), importance=Importance.HIGH,
+              group=GROUP, doc="Replication factor of remote topics created on the target (-1: broker default)."),
+    ConfigKey("offset-syncs.topic.replication.factor", Type.INT, default=3, validator=Range(min=-1),
+              importance=Importance.LOW, group=GROUP, doc="Replication factor of the offset-syncs topic."),
+    ConfigKey("emit.offset-syncs.enabled", Type.BOOLEAN, default="true", importance=Importance.LOW, group=GROUP,
+              doc="Write offset syncs (needed to translate consumer offsets for failover)."),
+    ConfigKey("offset.lag.max", Type.LONG, default=100, validator=Range(min=0), importance=Importance.LOW,
+              group=GROUP, doc="How far the remote topic may run ahead of the last offset sync before a new "
+                               "sync is written."),
+    ConfigKey("heartbeats.replication.enabled", Type.BOOLEAN, default="true", importance=Importance.LOW,
+              group=GROUP, doc="Replicate heartbeats topics whatever the topic filter says."),
+]))

@@ -1,0 +1,169 @@
+"""MirrorSourceConnector: plans the copying of a source cluster's topics to a target cluster.
+
+Lifecycle (MM2's, reference §3.2): on start it creates the offset-syncs topic, finds the
+source topics to mirror, creates or grows their remote topics, and schedules two loops —
+topic-config sync (first run at once) and topic refresh (first run after one interval).
+A refresh that finds new topics or partitions creates them on the target and asks the
+runtime to re-split tasks.
+
+Task split (``task_configs``): every mirrored (topic, partition), in a stable order, dealt
+round-robin to ``min(tasks.max, #partitions)`` tasks; each task config carries the whole
+connector config plus ``task.assigned.partitions`` (``orders-0,orders-3``) and ``task.index``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from framework.api import Config, SourceConnector
+from framework.api.kafka_clients import client_kwargs
+
+from connectors.mirror_client.config import (
+    ENABLED,
+    OFFSET_SYNCS_TOPIC_LOCATION,
+    SOURCE_CLUSTER_ALIAS,
+    TARGET_CLUSTER_ALIAS,
+    client_props,
+    load_replication_policy,
+)
+from connectors.mirror_client.filters import TopicFilter
+from connectors.source_mirror.config import SOURCE_CONFIG_DEF, TASK_ASSIGNED_PARTITIONS, TASK_INDEX
+from connectors.source_mirror.task import MirrorSourceTask
+from connectors.source_mirror.topics import (
+    ConfigFilter,
+    TopicSelection,
+    create_remote_topics,
+    format_partition,
+    offset_syncs_topic_config,
+    source_topics,
+    sync_topic_configs,
+    task_partitions,
+)
+
+log = logging.getLogger(__name__)
+
+VERSION = "0.1.0"
+
+
+def admin_client(originals: dict[str, Any], side: str, client_id: str) -> AIOKafkaAdminClient:
+    """An admin client for the source or target cluster from the connector's settings."""
+    kwargs, _ = client_kwargs({"client.id": client_id, **client_props(originals, side, "admin")}, "admin")
+    return AIOKafkaAdminClient(**kwargs)
+
+
+class MirrorSourceConnector(SourceConnector):
+    """Replicates topics from a source cluster to a target cluster (MM2's MirrorSourceConnector)."""
+
+    config_def = SOURCE_CONFIG_DEF
+    aliases = ("org.apache.kafka.connect.mirror.MirrorSourceConnector",)
+
+    def version(self) -> str:
+        return VERSION
+
+    def task_class(self):
+        return MirrorSourceTask
+
+    async def start(self, config: Config) -> None:
+        self.config = config
+        self.topics: dict[str, int] = {}
+        self._loops: list[asyncio.Task] = []
+        if not config[ENABLED]:
+            log.info("Flow %s->%s is not enabled; no topics are replicated",
+                     config[SOURCE_CLUSTER_ALIAS], config[TARGET_CLUSTER_ALIAS])
+            return
+        originals = {k: str(v) for k, v in config.originals.items()}
+        self.source_alias = config[SOURCE_CLUSTER_ALIAS]
+        self.target_alias = config[TARGET_CLUSTER_ALIAS]
+        flow = f"{self.source_alias}->{self.target_alias}|{self.context.name}"
+        self.policy = load_replication_policy(originals)
+        self.selection = TopicSelection(self.source_alias, self.target_alias, self.policy,
+                                        TopicFilter(originals), config["heartbeats.replication.enabled"])
+        self.config_filter = ConfigFilter(config["config.properties.exclude"], config["use.defaults.from"])
+        self.source_admin = admin_client(originals, "source", f"{flow}|replication-source-admin")
+        self.target_admin = admin_client(originals, "target", f"{flow}|replication-target-admin")
+        await self.source_admin.start()
+        await self.target_admin.start()
+        if config["emit.offset-syncs.enabled"]:
+            await self._create_offset_syncs_topic()
+        await self._refresh(initial=True)
+        if config["sync.topic.acls.enabled"]:
+            log.info("sync.topic.acls.enabled is set but ACL sync is not implemented yet; ACLs are not copied")
+        if config["sync.topic.configs.enabled"]:
+            self._loops.append(asyncio.create_task(self._periodic(
+                self._sync_configs, config["sync.topic.configs.interval.seconds"], first_now=True)))
+        if config["refresh.topics.enabled"]:
+            self._loops.append(asyncio.create_task(self._periodic(
+                self._refresh, config["refresh.topics.interval.seconds"], first_now=False)))
+
+    async def _create_offset_syncs_topic(self) -> None:
+        on_source = self.config[OFFSET_SYNCS_TOPIC_LOCATION] == "source"
+        admin = self.source_admin if on_source else self.target_admin
+        name = self.policy.offset_syncs_topic(self.target_alias if on_source else self.source_alias)
+        response = await admin.create_topics([NewTopic(name, 1, self.config["offset-syncs.topic.replication.factor"],
+                                                       topic_configs=offset_syncs_topic_config())])
+        for topic, error_code, *_ in response.topic_errors:
+            if error_code not in (0, 36):
+                log.warning("Could not create offset-syncs topic %s (error %s); assuming it exists", topic,
+                            error_code)
+
+    async def _periodic(self, action, interval_s: float, first_now: bool) -> None:
+        if not first_now:
+            await asyncio.sleep(interval_s)
+        while True:
+            try:
+                await asyncio.wait_for(action(), self.config["admin.timeout.ms"] / 1000)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # MM2: scheduled admin work logs and retries at the next interval
+                log.warning("%s failed, retrying in %ss: %s", action.__name__.strip("_"), interval_s, exc)
+            await asyncio.sleep(interval_s)
+
+    async def _refresh(self, initial: bool = False) -> None:
+        found = await source_topics(self.source_admin, self.selection)
+        changed = found != self.topics
+        self.topics = found
+        # Always reconcile: a remote topic may be missing (deleted, or creation failed last time).
+        await create_remote_topics(self.source_admin, self.target_admin, self.source_alias, self.policy,
+                                   found, self.config["replication.factor"], self.config_filter)
+        if changed and not initial:
+            log.info("Source topics or partitions changed; re-splitting tasks over %d partitions",
+                     sum(found.values()))
+            self.context.request_task_reconfiguration()
+
+    async def _sync_configs(self) -> None:
+        await sync_topic_configs(self.source_admin, self.target_admin, self.source_alias, self.policy,
+                                 sorted(self.topics), self.config_filter)
+
+    async def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        if not self.config[ENABLED] or not self.topics:
+            return []
+        partitions = task_partitions(self.topics)
+        count = min(max_tasks, len(partitions))
+        base = {k: str(v) for k, v in self.config.originals.items()}
+        return [{**base, TASK_ASSIGNED_PARTITIONS: ",".join(format_partition(t, p) for t, p in partitions[i::count]),
+                 TASK_INDEX: str(i)} for i in range(count)]
+
+    async def stop(self) -> None:
+        for loop in self._loops:
+            loop.cancel()
+        await asyncio.gather(*self._loops, return_exceptions=True)
+        self._loops = []
+        for admin in (getattr(self, "source_admin", None), getattr(self, "target_admin", None)):
+            if admin is not None:
+                await admin.close()
+
+    async def alter_offsets(self, config, offsets) -> None:
+        from framework.api import BadRequestError
+
+        for partition, offset in offsets:
+            if set(partition) != {"cluster", "topic", "partition"} or not isinstance(partition.get("partition"), int) \
+                    or partition["partition"] < 0:
+                raise BadRequestError(f"Invalid source partition {partition}: expected "
+                                      '{"cluster": <alias>, "topic": <name>, "partition": <int >= 0>}')
+            if offset is not None and (set(offset) != {"offset"} or not isinstance(offset["offset"], int)
+                                       or offset["offset"] < 0):
+                raise BadRequestError(f"Invalid offset {offset}: expected {{\"offset\": <int >= 0>}} or null")

@@ -1,0 +1,25 @@
+"""MirrorSourceConnector metrics, with MM2's names and tags, in Prometheus form.
+
+MM2 (JMX, group ``MirrorSourceConnector``, tags source/target/topic/partition, ``topic`` being
+the remote topic) has record-count, record-age-ms, replication-latency-ms and byte-count; the
+``-rate`` and ``-min/-max/-avg`` variants are what Prometheus computes from these series
+(``rate()``, ``*_over_time``). Beyond MM2: ``replication_lag_records`` (source end offset minus
+next offset to replicate) and ``skipped_topics`` (topics not mirrored, by reason).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge
+
+_PREFIX = "kafka_connect_mirror_source_connector_"
+_TAGS = ("source", "target", "topic", "partition")
+
+RECORD_COUNT = Counter(_PREFIX + "record_count", "Records replicated and acknowledged by the target.", _TAGS)
+BYTE_COUNT = Counter(_PREFIX + "byte_count", "Value bytes replicated (measured at poll, as MM2).", _TAGS)
+RECORD_AGE_MS = Gauge(_PREFIX + "record_age_ms", "Age of the last polled record: now - its timestamp.", _TAGS)
+REPLICATION_LATENCY_MS = Gauge(_PREFIX + "replication_latency_ms",
+                               "Now - source record timestamp, when the target acknowledged it.", _TAGS)
+REPLICATION_LAG_RECORDS = Gauge(_PREFIX + "replication_lag_records",
+                                "Records on the source not yet replicated (end offset - next offset).", _TAGS)
+SKIPPED_TOPICS = Counter(_PREFIX + "skipped_topics", "Source topics not mirrored, by reason.",
+                         ("source", "target", "reason"))

@@ -1,0 +1,181 @@
+"""The connector's view of topics: which source partitions to mirror, and keeping the target in step.
+
+MM2's rules (reference §3.1-3.4): a topic is mirrored when the topic filter (or the heartbeat
+rule) selects it, it is not internal, it is not a cycle, and its remote name is a legal
+Kafka topic name. Remote topics get the source's partition count; partitions only grow;
+nothing on the target is ever deleted. Topic configs are copied at creation (non-default,
+non-sensitive, non-read-only, non-static, not excluded) and then synced incrementally.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+from framework.api.kafka_admin import incremental_alter_configs
+
+from connectors.mirror_client.filters import TopicFilter, compile_pattern_list
+from connectors.mirror_client.policies import ReplicationPolicy, is_cycle
+
+log = logging.getLogger(__name__)
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+# DescribeConfigs v1+ config_source values
+_STATIC_BROKER_CONFIG = 4
+_DEFAULT_CONFIG = 5
+
+
+@dataclass
+class TopicSelection:
+    """Decides which source topics a flow mirrors, and remembers the ones skipped (logged once each)."""
+
+    source_alias: str
+    target_alias: str
+    policy: ReplicationPolicy
+    topic_filter: TopicFilter
+    heartbeats_enabled: bool
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    def should_replicate(self, topic: str) -> bool:
+        """MM2's shouldReplicateTopic, plus refusing remote names Kafka would reject."""
+        selected = self.topic_filter.should_replicate_topic(topic) or (
+            self.heartbeats_enabled and self.policy.is_heartbeats_topic(topic))
+        if not selected or self.policy.is_internal_topic(topic) or is_cycle(self.policy, self.target_alias, topic):
+            return False
+        remote = self.policy.format_remote_topic(self.source_alias, topic)
+        if len(remote) > MAX_TOPIC_NAME_LENGTH or not _LEGAL_TOPIC.fullmatch(remote):
+            if topic not in self.skipped:
+                reason = (f"remote topic name {remote!r} is {len(remote)} characters, over Kafka's limit of "
+                          f"{MAX_TOPIC_NAME_LENGTH}" if len(remote) > MAX_TOPIC_NAME_LENGTH
+                          else f"remote topic name {remote!r} is not a legal Kafka topic name")
+                self.skipped[topic] = reason
+                log.warning("Topic %s is not mirrored: %s. Shorten the source topic name or the cluster alias, "
+                            "or choose another replication policy.", topic, reason)
+            return False
+        return True
+
+
+async def topic_partitions(admin: AIOKafkaAdminClient, topics: list[str]) -> dict[str, int]:
+    """Partition counts of existing topics (missing or failing topics are left out)."""
+    if not topics:
+        return {}
+    counts = {}
+    for entry in await admin.describe_topics(topics):
+        if entry["error_code"] == 0:
+            counts[entry["topic"]] = len(entry["partitions"])
+    return counts
+
+
+async def source_topics(admin: AIOKafkaAdminClient, selection: TopicSelection) -> dict[str, int]:
+    """Mirrored source topics and their partition counts."""
+    names = [t for t in await admin.list_topics() if selection.should_replicate(t)]
+    return await topic_partitions(admin, sorted(names))
+
+
+class ConfigFilter:
+    """Which topic config properties are copied (``config.properties.exclude``, ``use.defaults.from``)."""
+
+    def __init__(self, exclude: list[str], use_defaults_from: str):
+        self._exclude = compile_pattern_list("config.properties.exclude", exclude)
+        self.replicate_source_defaults = use_defaults_from == "source"
+
+    def target_config(self, entries: list[tuple], incremental: bool) -> dict[str, str | None]:
+        """MM2's targetConfig: name -> value to set, or None to reset the target to its own default."""
+        out: dict[str, str | None] = {}
+        for name, value, read_only, source, sensitive, *_ in entries:
+            is_default = source == _DEFAULT_CONFIG
+            if read_only or sensitive or source == _STATIC_BROKER_CONFIG or self._exclude.fullmatch(name):
+                continue
+            if is_default and not self.replicate_source_defaults:
+                if incremental:
+                    out[name] = None
+                continue
+            out[name] = value
+        return out
+
+
+async def describe_topic_configs(admin: AIOKafkaAdminClient, topics: list[str]) -> dict[str, list[tuple]]:
+    """Raw config entries ``(name, value, read_only, source, sensitive, synonyms)`` per topic."""
+    if not topics:
+        return {}
+    responses = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t) for t in topics])
+    out = {}
+    for response in responses:
+        for error_code, _message, _type, name, entries in response.resources:
+            if error_code == 0:
+                out[name] = list(entries)
+    return out
+
+
+async def create_remote_topics(source: AIOKafkaAdminClient, target: AIOKafkaAdminClient, source_alias: str,
+                               policy: ReplicationPolicy, topics: dict[str, int], replication_factor: int,
+                               config_filter: ConfigFilter) -> None:
+    """Create missing remote topics and grow remote topics that have fewer partitions than their source."""
+    remote_of = {t: policy.format_remote_topic(source_alias, t) for t in topics}
+    existing = await topic_partitions(target, sorted(remote_of.values()))
+    missing = [t for t, remote in remote_of.items() if remote not in existing]
+    if missing:
+        configs = await describe_topic_configs(source, missing)
+        new_topics = [NewTopic(remote_of[t], topics[t], replication_factor,
+                               topic_configs={k: v for k, v in config_filter.target_config(
+                                   configs.get(t, []), incremental=False).items() if v is not None})
+                      for t in missing]
+        response = await target.create_topics(new_topics)
+        for name, error_code, *rest in response.topic_errors:
+            if error_code not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS (another worker won the race)
+                log.error("Could not create remote topic %s (error %s: %s); retrying at the next refresh",
+                          name, error_code, rest[0] if rest else "")
+            elif error_code == 0:
+                log.info("Created remote topic %s", name)
+    grow = {remote_of[t]: NewPartitions(total_count=count) for t, count in topics.items()
+            if remote_of[t] in existing and existing[remote_of[t]] < count}
+    if grow:
+        try:
+            await target.create_partitions(grow)
+            log.info("Increased partitions of %s to follow their source topics", ", ".join(sorted(grow)))
+        except Exception as exc:
+            log.warning("Could not increase partitions of %s: %s", ", ".join(sorted(grow)), exc)
+
+
+async def sync_topic_configs(source: AIOKafkaAdminClient, target: AIOKafkaAdminClient, source_alias: str,
+                             policy: ReplicationPolicy, topics: list[str], config_filter: ConfigFilter) -> None:
+    """Copy source topic configs to existing remote topics with IncrementalAlterConfigs."""
+    remote_of = {t: policy.format_remote_topic(source_alias, t) for t in topics}
+    existing = await topic_partitions(target, sorted(remote_of.values()))
+    replicated = [t for t in topics if remote_of[t] in existing]
+    configs = await describe_topic_configs(source, replicated)
+    for topic in replicated:
+        wanted = config_filter.target_config(configs.get(topic, []), incremental=True)
+        to_set = {k: v for k, v in wanted.items() if v is not None}
+        to_delete = [k for k, v in wanted.items() if v is None]
+        try:
+            await incremental_alter_configs(target, remote_of[topic], to_set, to_delete)
+        except Exception as exc:
+            log.warning("Could not sync configs of %s to %s: %s", topic, remote_of[topic], exc)
+
+
+def task_partitions(topics: dict[str, int]) -> list[tuple[str, int]]:
+    """Every (topic, partition) to mirror, in a deterministic order."""
+    return [(t, p) for t in sorted(topics) for p in range(topics[t])]
+
+
+def format_partition(topic: str, partition: int) -> str:
+    """Java's TopicPartition.toString: ``orders-3``."""
+    return f"{topic}-{partition}"
+
+
+def parse_partition(text: str) -> tuple[str, int]:
+    """Inverse of :func:`format_partition` (split at the last ``-``)."""
+    topic, _, partition = text.rpartition("-")
+    return topic, int(partition)
+
+
+def offset_syncs_topic_config() -> dict[str, Any]:
+    """Configs of the offset-syncs topic: compacted, one partition."""
+    return {"cleanup.policy": "compact"}
