@@ -21,6 +21,7 @@ from framework.api.kafka_admin import incremental_alter_configs
 
 from connectors.mirror_client.filters import TopicFilter, compile_pattern_list
 from connectors.mirror_client.policies import ReplicationPolicy, is_cycle
+from connectors.source_mirror import metrics
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,9 @@ class TopicSelection:
                           f"{MAX_TOPIC_NAME_LENGTH}" if len(remote) > MAX_TOPIC_NAME_LENGTH
                           else f"remote topic name {remote!r} is not a legal Kafka topic name")
                 self.skipped[topic] = reason
+                metrics.SKIPPED_TOPICS.labels(self.source_alias, self.target_alias,
+                                              "remote-name-too-long" if len(remote) > MAX_TOPIC_NAME_LENGTH
+                                              else "illegal-remote-name").inc()
                 log.warning("Topic %s is not mirrored: %s. Shorten the source topic name or the cluster alias, "
                             "or choose another replication policy.", topic, reason)
             return False
