@@ -72,6 +72,8 @@ class OffsetSyncWriter:
                 self._outstanding -= 1
                 log.warning("Could not send offset sync for %s-%s: %s", sync.topic, sync.partition, exc)
                 continue
+            log.debug("Offset sync %s-%s: upstream %s -> downstream %s", sync.topic, sync.partition,
+                      sync.upstream_offset, sync.downstream_offset)
             future.add_done_callback(self._sent)
 
     def _sent(self, future: asyncio.Future) -> None:

@@ -1,7 +1,7 @@
 """The task half of the contract: a source task moves data, nothing else.
 
-Lifecycle, as the runtime drives it (all on the worker's event loop; the runtime never
-calls two of these methods of one task at the same time):
+Lifecycle, as the runtime drives it (all on the worker's event loop; apart from
+``commit_record``, the runtime never calls two of these methods of one task at the same time):
 
 1. Instantiated with no arguments, then ``initialize(context)``.
 2. ``await start(config)`` with one of the maps the connector's ``task_configs`` returned.
@@ -13,8 +13,11 @@ calls two of these methods of one task at the same time):
    Raising :class:`~framework.api.errors.RetriableError` makes the runtime call ``poll``
    again after a back-off; any other exception fails the task (state FAILED, with its
    trace) and leaves the connector's other tasks running.
-4. After Kafka acknowledges a record, ``await commit_record(record, metadata)``. Records of
-   one Kafka partition are acknowledged in the order ``poll`` returned them.
+4. As soon as Kafka acknowledges a record, ``await commit_record(record, metadata)``, on its
+   own coroutine: it may run while ``poll`` is waiting (as Connect calls ``commitRecord`` from
+   the producer's callback), so keep it short and do not share unguarded state with ``poll``
+   across an ``await``. Calls are sequential, and records of one Kafka partition are
+   acknowledged in the order ``poll`` returned them.
 5. After the runtime has stored source offsets (every ``offset.flush.interval.ms``),
    ``await commit()``. Offsets are stored only for records Kafka acknowledged, and for a
    partition only up to the first unacknowledged record, so a restart never skips one.

@@ -50,6 +50,7 @@ class WorkerSourceTask:
         self._flush_interval_s = flush_interval_s
         self._tracker = OffsetTracker(task_id.connector)
         self._acked: deque[tuple[SourceRecord, RecordMetadata]] = deque()
+        self._acked_event = asyncio.Event()
         self._resumed = asyncio.Event()
         self._resumed.set()
         self._background = BackgroundTasks(str(task_id))
@@ -79,6 +80,7 @@ class WorkerSourceTask:
         else:
             await self._on_status(self.id, State.RUNNING, None)
         self._background.spawn(self._poll_loop(), "poll")
+        self._background.spawn(self._ack_loop(), "acks")
         self._background.spawn(self._flush_loop(), "flush")
 
     async def pause(self) -> None:
@@ -142,15 +144,23 @@ class WorkerSourceTask:
                 return
             for record in records or ():
                 await self._send(record)
-            await self._drain_acked()
             if self._commit_due:
                 self._commit_due = False
                 await self._call_task("commit", self.task.commit())
+
+    async def _ack_loop(self) -> None:
+        # commit_record runs as soon as acks arrive (as Connect calls commitRecord from the producer
+        # callback), not at the next poll: MM2 measures replication latency and emits offset syncs there.
+        while True:
+            await self._acked_event.wait()
+            self._acked_event.clear()
+            await self._drain_acked()
 
     async def _flush_loop(self) -> None:
         while True:
             await asyncio.sleep(self._flush_interval_s)
             await self._commit_offsets()
+            self._commit_due = True  # Connect calls commit() after every flush, even an empty one
 
     # -- producing -----------------------------------------------------------------------
     async def _send(self, record: SourceRecord) -> None:
@@ -173,6 +183,7 @@ class WorkerSourceTask:
         self._tracker.ack(pending)
         self._acked.append((record, RecordMetadata(metadata.topic, metadata.partition, metadata.offset,
                                                    metadata.timestamp)))
+        self._acked_event.set()
         if record.topic not in self._topics:
             self._topics.add(record.topic)
             if self._on_topic is not None:
