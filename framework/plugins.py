@@ -129,6 +129,20 @@ class PluginRegistry:
         for alias in short_names(connector_class):
             self._aliases.setdefault(alias, set()).add(name)
 
+    def commands(self) -> list:
+        """CLI commands (``framework.api.launcher.Command``) every plugin contributes."""
+        commands = []
+        for plugin in self.pm.get_plugins():
+            impl = getattr(plugin, "register_commands", None)
+            if impl is None:
+                continue
+            try:
+                commands.extend(impl() or [])
+            except Exception as exc:
+                name = self.pm.get_name(plugin) or repr(plugin)
+                self._fail(f"{name}.register_commands", name, exc)
+        return commands
+
     def connectors(self) -> dict[str, type[Connector]]:
         """Connector classes by full name, sorted."""
         return dict(sorted(self._connectors.items()))

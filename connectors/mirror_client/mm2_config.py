@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from framework.api import ConfigError, split_list
-from framework.configfile import load_config_file
 
 CLUSTERS = "clusters"
 EMIT_HEARTBEATS_ENABLED = "emit.heartbeats.enabled"
@@ -336,14 +335,3 @@ class MirrorMakerConfig:
         if source == target:
             raise ConfigError(f"a flow needs two different clusters, got {source}->{target}")
 
-
-def load_mm2_properties(path: str | Path) -> MirrorMakerConfig:
-    """Read an ``mm2.properties`` file (Java properties; ``.yaml``/``.json`` also accepted) into a MirrorMakerConfig.
-
-    Raises ConfigError naming the file when it cannot be read or is invalid.
-    """
-    props = load_config_file(path)
-    try:
-        return MirrorMakerConfig(props)
-    except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from None

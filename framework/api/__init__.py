@@ -33,11 +33,12 @@ from framework.api.errors import (
     RetriableError,
 )
 from framework.api.hookspecs import hookimpl, hookspec
+from framework.api.launcher import Command, WorkerLauncher, WorkerSpec
 from framework.api.records import ConnectorTaskId, RecordMetadata, SourceRecord
 from framework.api.task import SourceTask
 
 __all__ = [
-    "NO_DEFAULT", "AlreadyExistsError", "BadRequestError", "Config", "ConfigDef", "ConfigError", "ConfigKey",
+    "NO_DEFAULT", "AlreadyExistsError", "BadRequestError", "Command", "WorkerLauncher", "WorkerSpec", "Config", "ConfigDef", "ConfigError", "ConfigKey",
     "ConfigValue", "ConnectError", "Connector", "ForbiddenError", "ConnectorContext", "ConnectorTaskId", "Importance",
     "NonEmptyString", "NotFoundError", "OffsetReader", "OneOf", "Password", "Range", "RebalanceInProgressError",
     "RecordMetadata", "RegexList", "RetriableError", "SourceConnector", "SourceRecord", "SourceTask",

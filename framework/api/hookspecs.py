@@ -47,3 +47,20 @@ def register_connectors() -> list[type]:
     results of all plugins are combined; a name claimed by two connectors resolves to
     neither and is reported as ambiguous.
     """
+
+
+# ---------------------------------------------------------------------------------------
+# Command line: subcommands a plugin adds to ``mirrorline``
+# ---------------------------------------------------------------------------------------
+
+@hookspec
+def register_commands() -> list:
+    """Return the CLI subcommands this plugin provides.
+
+    :return: a list of :class:`~framework.api.launcher.Command` instances. Each becomes
+        ``mirrorline <command.name>``; its ``run`` receives the parsed arguments and a
+        :class:`~framework.api.launcher.WorkerLauncher` to run workers with.
+
+    Called once when the ``mirrorline`` command builds its argument parser. A name that
+    clashes with a built-in subcommand or another plugin's is reported and skipped.
+    """

@@ -42,7 +42,36 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in SUBCOMMANDS:
         module.register(sub)
+    _register_plugin_commands(sub)
     return parser
+
+
+def _register_plugin_commands(sub: argparse._SubParsersAction) -> None:
+    """Add the subcommands plugins contribute through the ``register_commands`` hook."""
+    import asyncio
+
+    from framework.plugins import PluginRegistry
+
+    registry = PluginRegistry.discover()
+    taken = set(sub.choices)
+    for command in registry.commands():
+        if command.name in taken:
+            logging.getLogger(__name__).error("Plugin command %r clashes with another command and is skipped",
+                                              command.name)
+            continue
+        taken.add(command.name)
+        command_parser = sub.add_parser(command.name, help=command.help)
+        command.configure_parser(command_parser)
+
+        def run(args: argparse.Namespace, command=command, registry=registry) -> int:
+            from framework.runtime.launcher import ProcessLauncher
+
+            async def main() -> int:
+                return await command.run(args, ProcessLauncher(registry))
+
+            return asyncio.run(main())
+
+        command_parser.set_defaults(func=run)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -61,34 +61,46 @@ async def kafka_cluster_id(worker_config: Config, timeout_s: float = 30.0) -> st
         await admin.close()
 
 
+class StopSignals:
+    """Sets an event on SIGTERM/SIGINT while active (``with StopSignals(event): ...``)."""
+
+    def __init__(self, stop_event: asyncio.Event):
+        self.stop_event = stop_event
+        self._loop = asyncio.get_running_loop()
+
+    def __enter__(self) -> asyncio.Event:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self._loop.add_signal_handler(sig, self.stop_event.set)
+            except (NotImplementedError, RuntimeError):  # not the main thread: the caller stops us
+                pass
+        return self.stop_event
+
+    def __exit__(self, *exc) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self._loop.remove_signal_handler(sig)
+            except (NotImplementedError, RuntimeError):
+                pass
+
+
 async def serve(herder: Herder, listener: Listener, *, on_started: Callable[[str], Awaitable[None]] | None = None,
                 stop_event: asyncio.Event | None = None) -> None:
     """Serve the herder's REST API until SIGTERM/SIGINT (or ``stop_event``), then stop everything."""
     from framework.rest.app import RestServer
 
-    stop_event = stop_event or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
-            loop.add_signal_handler(sig, stop_event.set)
-        except (NotImplementedError, RuntimeError):
-            pass
     server = RestServer(herder)
-    await server.start(listener.host or "0.0.0.0", listener.port)
-    log.info("REST API listening on %s", server.url)
-    try:
-        if on_started is not None:
-            await on_started(server.url)
-        await stop_event.wait()
-        log.info("Shutting down: stopping tasks and storing their offsets")
-    finally:
-        await server.stop()
-        await herder.stop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            try:
-                loop.remove_signal_handler(sig)
-            except (NotImplementedError, RuntimeError):
-                pass
+    with StopSignals(stop_event or asyncio.Event()) as stop:
+        await server.start(listener.host or "0.0.0.0", listener.port)
+        log.info("REST API listening on %s", server.url)
+        try:
+            if on_started is not None:
+                await on_started(server.url)
+            await stop.wait()
+            log.info("Shutting down: stopping tasks and storing their offsets")
+        finally:
+            await server.stop()
+            await herder.stop()
 
 
 def worker_id_for(listener: Listener, advertised_host: str | None, port: int) -> str:

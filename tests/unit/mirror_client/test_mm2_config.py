@@ -3,14 +3,13 @@
 import pytest
 
 from framework.api import ConfigError
-from framework.configfile import parse_properties
+from framework.api.configfile import parse_properties
 
 from connectors.mirror_client.mm2_config import (
     BYTE_ARRAY_CONVERTER,
     CONNECTOR_NAMES,
     Flow,
     MirrorMakerConfig,
-    load_mm2_properties,
 )
 
 MM2_PROPERTIES = r"""
@@ -312,24 +311,3 @@ def test_duplicate_aliases_collapse():
     assert cfg.clusters == ["A", "B"]
 
 
-def test_load_mm2_properties(tmp_path):
-    path = tmp_path / "mm2.properties"
-    # Java Properties unescapes backslashes: a regex's "\." must be written "\\." in the file
-    path.write_text(MM2_PROPERTIES + "A->B.topics.exclude = .*\\\\.tmp # not a comment\n"
-                    "A->B.groups.exclude = .*\\.tmp\n", encoding="utf-8")
-    cfg = load_mm2_properties(path)
-    assert cfg.clusters == ["A", "B"]
-    conn = cfg.connector_config("A", "B", "MirrorSourceConnector")
-    assert conn["source.cluster.sasl.jaas.config"] == JAAS
-    assert conn["topics.exclude"] == ".*\\.tmp # not a comment"
-    assert conn["groups.exclude"] == ".*.tmp"
-    assert cfg.props["A->B.enabled"] == "true"
-
-
-def test_load_mm2_properties_errors_name_the_file(tmp_path):
-    path = tmp_path / "mm2.properties"
-    path.write_text("A.bootstrap.servers = a:1\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"mm2\.properties.*'clusters' is required"):
-        load_mm2_properties(path)
-    with pytest.raises(ConfigError, match="cannot read"):
-        load_mm2_properties(tmp_path / "missing.properties")

@@ -1,0 +1,53 @@
+"""Commands plugins add to the ``mirrorline`` CLI, and the launcher they use to run workers.
+
+A plugin may contribute a subcommand (hook ``register_commands``) that turns its own
+configuration format into workers: MM2's dedicated mode reads ``mm2.properties`` and runs
+one worker per replication flow. Such a command never touches the runtime directly; it
+describes workers as :class:`WorkerSpec` and hands them to the :class:`WorkerLauncher` it
+is given, which runs them until the process is told to stop (SIGTERM/SIGINT) and then stops
+them gracefully (tasks flush and store offsets).
+"""
+
+from __future__ import annotations
+
+import argparse
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+
+@dataclass
+class WorkerSpec:
+    """One worker to run: its id, its worker settings, and the connectors it runs from the start."""
+
+    worker_id: str
+    worker_config: dict[str, str]
+    connector_configs: list[dict[str, str]] = field(default_factory=list)
+
+
+class WorkerLauncher(ABC):
+    """Runs workers on the current process; provided by the runtime to plugin commands."""
+
+    @abstractmethod
+    async def run(self, workers: list[WorkerSpec]) -> None:
+        """Run every worker until the process is asked to stop, then stop them all gracefully.
+
+        Raises a :class:`~framework.api.errors.ConnectError` naming the problem when a worker
+        cannot start (bad settings, Kafka unreachable, a connector config rejected).
+        """
+
+
+class Command(ABC):
+    """A ``mirrorline`` subcommand contributed by a plugin."""
+
+    #: The subcommand name (``mirrorline <name> ...``).
+    name: str
+    #: One line shown by ``mirrorline --help``.
+    help: str
+
+    @abstractmethod
+    def configure_parser(self, parser: argparse.ArgumentParser) -> None:
+        """Add the command's arguments to its parser."""
+
+    @abstractmethod
+    async def run(self, args: argparse.Namespace, launcher: WorkerLauncher) -> int:
+        """Carry out the command; returns the exit code. Raise ConnectError for a one-line error."""

@@ -1,0 +1,54 @@
+"""ProcessLauncher: runs the workers a plugin command describes (e.g. one per MM2 flow).
+
+Each WorkerSpec becomes a StandaloneHerder with its own stores, started with its connector
+configs; all run on this event loop until SIGTERM/SIGINT, then stop in reverse order, so
+every task flushes and stores its offsets. Workers started this way serve no REST API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from framework.api.launcher import WorkerLauncher, WorkerSpec
+from framework.plugins import PluginRegistry
+from framework.runtime.process import StopSignals, kafka_cluster_id
+from framework.runtime.standalone import StandaloneHerder
+from framework.runtime.worker_config import WORKER_CONFIG_DEF
+from framework.storage import FileOffsetStore, MemoryConfigStore, MemoryOffsetStore, MemoryStatusStore
+
+log = logging.getLogger(__name__)
+
+
+class ProcessLauncher(WorkerLauncher):
+    """Runs WorkerSpecs as standalone herders in this process."""
+
+    def __init__(self, plugins: PluginRegistry, stop_event: asyncio.Event | None = None):
+        self.plugins = plugins
+        self.stop_event = stop_event or asyncio.Event()
+        self.herders: list[StandaloneHerder] = []
+
+    async def run(self, workers: list[WorkerSpec]) -> None:
+        with StopSignals(self.stop_event) as stop:
+            try:
+                for spec in workers:
+                    self.herders.append(await self._start(spec))
+                log.info("Running %d worker(s): %s", len(workers), ", ".join(w.worker_id for w in workers))
+                await stop.wait()
+                log.info("Shutting down: stopping tasks and storing their offsets")
+            finally:
+                for herder in reversed(self.herders):
+                    await herder.stop()
+
+    async def _start(self, spec: WorkerSpec) -> StandaloneHerder:
+        config = WORKER_CONFIG_DEF.parse(spec.worker_config)
+        cluster_id = await kafka_cluster_id(config)
+        offsets_file = config["offset.storage.file.filename"]
+        herder = StandaloneHerder(
+            spec.worker_id, config, self.plugins,
+            offset_store=FileOffsetStore(offsets_file) if offsets_file else MemoryOffsetStore(),
+            config_store=MemoryConfigStore(), status_store=MemoryStatusStore(), kafka_cluster_id=cluster_id)
+        await herder.start()
+        for connector in spec.connector_configs:
+            await herder.put_connector_config(connector["name"], connector, allow_replace=True)
+        return herder
