@@ -1,0 +1,91 @@
+"""OffsetSyncWriter follows MM2's emission rules (reference mm2.md §3.8), step by step."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from connectors.mirror_client.formats import OffsetSync
+from connectors.source_mirror.offset_syncs import MAX_OUTSTANDING, OffsetSyncWriter
+
+
+class RecordingProducer:
+    """Stands in for the offset-syncs producer in this pure unit test; records what is sent."""
+
+    def __init__(self, complete: bool = True):
+        self.sent: list[OffsetSync] = []
+        self.futures: list[asyncio.Future] = []
+        self.complete = complete
+
+    async def send(self, topic, key, value, partition):
+        assert topic == "mm2-offset-syncs.B.internal" and partition == 0
+        self.sent.append(OffsetSync.decode(key, value))
+        future = asyncio.get_running_loop().create_future()
+        if self.complete:
+            future.set_result(None)
+        self.futures.append(future)
+        return future
+
+
+# (upstream, downstream, synced now?) with offset.lag.max = 3
+STEPS = [
+    (0, 0, True),     # first record of this task's lifetime
+    (1, 1, False),
+    (2, 2, False),
+    (3, 3, False),    # 3 - (0 + 1) = 2 < 3
+    (4, 4, True),     # 4 - (0 + 1) = 3 >= offset.lag.max
+    (5, 5, False),
+    (7, 6, True),     # upstream skipped 6 (compaction, transaction marker)
+    (8, 7, False),
+    (9, 2, True),     # downstream went backwards (target truncated)
+    (10, 3, False),
+]
+
+
+async def test_emission_rules_table():
+    producer = RecordingProducer()
+    writer = OffsetSyncWriter(producer, "mm2-offset-syncs.B.internal", max_lag=3)
+    for upstream, downstream, synced in STEPS:
+        before = len(producer.sent)
+        writer.record("orders", 0, upstream, downstream)
+        await writer.fire_pending()
+        await asyncio.sleep(0)
+        assert (len(producer.sent) > before) == synced, (upstream, downstream)
+        if synced:
+            assert producer.sent[-1] == OffsetSync("orders", 0, upstream, downstream)
+
+
+async def test_delayed_sync_is_sent_on_commit_and_partitions_are_independent():
+    producer = RecordingProducer()
+    writer = OffsetSyncWriter(producer, "mm2-offset-syncs.B.internal", max_lag=100)
+    for offset in range(5):
+        writer.record("orders", 0, offset, offset)
+        writer.record("orders", 1, offset + 10, offset)
+    await writer.fire_pending()
+    await asyncio.sleep(0)
+    assert producer.sent == [OffsetSync("orders", 0, 0, 0), OffsetSync("orders", 1, 10, 0)]
+    await writer.promote_delayed()  # the task's commit(): the latest position of each partition
+    await asyncio.sleep(0)
+    assert producer.sent[2:] == [OffsetSync("orders", 0, 4, 4), OffsetSync("orders", 1, 14, 4)]
+    await writer.promote_delayed()
+    assert len(producer.sent) == 4  # nothing new to sync
+
+
+@pytest.mark.parametrize("partitions", [MAX_OUTSTANDING + 5])
+async def test_at_most_ten_sends_in_flight_and_pending_is_coalesced(partitions):
+    producer = RecordingProducer(complete=False)
+    writer = OffsetSyncWriter(producer, "mm2-offset-syncs.B.internal", max_lag=0)
+    for partition in range(partitions):
+        writer.record("orders", partition, 0, 0)
+    await writer.fire_pending()
+    assert len(producer.sent) == MAX_OUTSTANDING
+    writer.record("orders", partitions - 1, 1, 1)  # replaces that partition's pending sync
+    for future in producer.futures:
+        future.set_result(None)
+    await asyncio.sleep(0)
+    await writer.fire_pending()
+    late = producer.sent[MAX_OUTSTANDING:]
+    assert len(late) == partitions - MAX_OUTSTANDING
+    assert OffsetSync("orders", partitions - 1, 1, 1) in late
+    assert OffsetSync("orders", partitions - 1, 0, 0) not in late
