@@ -55,6 +55,20 @@ def admin_client(originals: dict[str, Any], side: str, client_id: str) -> AIOKaf
     return AIOKafkaAdminClient(**kwargs)
 
 
+async def _connect(admin: AIOKafkaAdminClient, originals: dict[str, Any], side: str) -> None:
+    """Start an admin client, turning aiokafka's bare "Unable to bootstrap" into an actionable error."""
+    try:
+        await admin.start()
+    except Exception as exc:
+        props = client_props(originals, side, "admin")
+        protocol = props.get("security.protocol", "PLAINTEXT")
+        hint = (f"check {side}.cluster.sasl.* / ssl.* settings (a refused login looks like this too; "
+                f"the broker's log names the reason)" if protocol != "PLAINTEXT" else
+                "check that the brokers run and the address is right")
+        raise ConnectionError(f"cannot connect to the {side} cluster at {props['bootstrap.servers']} "
+                              f"(security.protocol={protocol}): {exc}; {hint}") from exc
+
+
 class MirrorSourceConnector(SourceConnector):
     """Replicates topics from a source cluster to a target cluster (MM2's MirrorSourceConnector)."""
 
@@ -85,8 +99,8 @@ class MirrorSourceConnector(SourceConnector):
         self.config_filter = ConfigFilter(config["config.properties.exclude"], config["use.defaults.from"])
         self.source_admin = admin_client(originals, "source", f"{flow}|replication-source-admin")
         self.target_admin = admin_client(originals, "target", f"{flow}|replication-target-admin")
-        await self.source_admin.start()
-        await self.target_admin.start()
+        await _connect(self.source_admin, originals, "source")
+        await _connect(self.target_admin, originals, "target")
         if config["emit.offset-syncs.enabled"]:
             await self._create_offset_syncs_topic()
         await self._refresh(initial=True)

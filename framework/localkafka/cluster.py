@@ -19,7 +19,7 @@ import subprocess
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from framework.localkafka.artifacts import java_executable, resolve_kafka_classpath
@@ -55,6 +55,54 @@ log.segment.bytes=67108864
 log.retention.check.interval.ms=60000
 """
 
+#: Client listener authenticating with SASL/PLAIN (used when a cluster has ``sasl_users``). The
+#: controller listener stays PLAINTEXT; the broker talks to itself over the SASL listener as ``admin``.
+_SASL_LISTENER = """\
+listeners=SASL_PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
+advertised.listeners=SASL_PLAINTEXT://127.0.0.1:{port}
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=SASL_PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
+sasl.enabled.mechanisms=PLAIN
+sasl.mechanism.inter.broker.protocol=PLAIN
+listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config={jaas}
+"""
+_PLAINTEXT_LISTENER = """\
+listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
+advertised.listeners=PLAINTEXT://127.0.0.1:{port}
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+"""
+
+#: The broker's own SASL user (inter-broker and readiness probes) unless ``sasl_users`` names ``admin``.
+SASL_ADMIN_USER = "admin"
+SASL_ADMIN_PASSWORD = "admin-secret"
+
+
+def _jaas_quote(text: str) -> str:
+    if any(c in text for c in '"\\;\n\r'):
+        raise LocalKafkaError(f"SASL user names and passwords may not contain quotes, backslashes, ';' or newlines: {text!r}")
+    return text
+
+
+def render_server_properties(spec: "ClusterSpec", data_dir: Path) -> str:
+    """The ``server.properties`` of a cluster: PLAINTEXT, or SASL_PLAINTEXT/PLAIN with ``sasl_users``."""
+    text = _SERVER_PROPERTIES.format(name=spec.name, port=spec.port, controller_port=spec.controller_port,
+                                     data_dir=data_dir)
+    if not spec.sasl_users:
+        return text
+    admin_password = spec.sasl_admin_credentials()[1]
+    users = {SASL_ADMIN_USER: admin_password, **spec.sasl_users}
+    jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="{SASL_ADMIN_USER}" password="{_jaas_quote(admin_password)}"'
+            + "".join(f' user_{_jaas_quote(u)}="{_jaas_quote(p)}"' for u, p in users.items()) + ";")
+    plain = _PLAINTEXT_LISTENER.format(port=spec.port, controller_port=spec.controller_port)
+    sasl = _SASL_LISTENER.format(port=spec.port, controller_port=spec.controller_port, jaas=jaas)
+    assert plain in text
+    return text.replace(plain, sasl)
+
 
 @dataclass(frozen=True)
 class ClusterSpec:
@@ -64,11 +112,32 @@ class ClusterSpec:
     port: int
     controller_port: int
     home: Path
+    #: username -> password: the client listener is SASL_PLAINTEXT with mechanism PLAIN and
+    #: refuses unauthenticated clients. None (default): a PLAINTEXT listener, no authentication.
+    sasl_users: dict[str, str] | None = field(default=None, compare=False, hash=False)
 
     @property
     def bootstrap_servers(self) -> str:
         """The address any Kafka client connects to."""
         return f"127.0.0.1:{self.port}"
+
+    def sasl_admin_credentials(self) -> tuple[str, str]:
+        """``(user, password)`` the broker itself authenticates with (also used to probe readiness)."""
+        return SASL_ADMIN_USER, (self.sasl_users or {}).get(SASL_ADMIN_USER, SASL_ADMIN_PASSWORD)
+
+    def client_properties(self, user: str | None = None) -> dict[str, str]:
+        """Java-style client settings reaching this cluster (as ``user`` when SASL is on; default admin)."""
+        props = {"bootstrap.servers": self.bootstrap_servers}
+        if self.sasl_users:
+            name, password = self.sasl_admin_credentials()
+            if user is not None and user != name:
+                name, password = user, self.sasl_users[user]
+            props.update({
+                "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                                    f'username="{name}" password="{password}";',
+            })
+        return props
 
 
 def new_cluster_id() -> str:
@@ -123,11 +192,16 @@ def _run_coroutine_blocking(coro):
     return result.get("value")
 
 
-async def _broker_answers(bootstrap: str) -> bool:
-    """True once the broker serves metadata listing itself (registered with the controller)."""
+async def _broker_answers(bootstrap: str, sasl: tuple[str, str] | None = None) -> bool:
+    """True once the broker serves metadata listing itself (registered with the controller).
+
+    ``sasl``: ``(user, password)`` to authenticate with SASL_PLAINTEXT/PLAIN.
+    """
     from aiokafka.admin import AIOKafkaAdminClient
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=3000)
+    auth = {} if sasl is None else {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
+                                    "sasl_plain_username": sasl[0], "sasl_plain_password": sasl[1]}
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=3000, **auth)
     try:
         await admin.start()
         cluster = await admin.describe_cluster()
@@ -211,10 +285,7 @@ class LocalCluster:
         libs = resolve_kafka_classpath()
         java = java_executable()
         self.spec.home.mkdir(parents=True, exist_ok=True)
-        self.config_file.write_text(_SERVER_PROPERTIES.format(
-            name=self.spec.name, port=self.spec.port, controller_port=self.spec.controller_port,
-            data_dir=self.data_dir,
-        ))
+        self.config_file.write_text(render_server_properties(self.spec, self.data_dir))
         classpath = f"{libs}/*"
         if self.cluster_id() is None or not (self.data_dir / "meta.properties").exists():
             self._format(java, classpath)
@@ -265,7 +336,8 @@ class LocalCluster:
                     f"{self._last_error_line()} (full log: {self.log_file})"
                 )
             if not port_is_free(self.spec.port) and _run_coroutine_blocking(
-                    _broker_answers(self.spec.bootstrap_servers)):
+                    _broker_answers(self.spec.bootstrap_servers,
+                                    self.spec.sasl_admin_credentials() if self.spec.sasl_users else None)):
                 return
             time.sleep(0.25)
         raise LocalKafkaError(
@@ -315,4 +387,6 @@ def _reap(pid: int) -> None:
 def _spec_json(spec: ClusterSpec) -> dict:
     data = asdict(spec)
     data["home"] = str(spec.home)
+    if not spec.sasl_users:
+        data.pop("sasl_users")  # unchanged cluster.json for plain clusters
     return data

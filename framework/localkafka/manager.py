@@ -7,6 +7,7 @@ runs is harmless.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -44,13 +45,19 @@ class LocalKafka:
                 continue
             clusters[spec["name"]] = LocalCluster(ClusterSpec(
                 name=spec["name"], port=spec["port"], controller_port=spec["controller_port"],
-                home=Path(spec["home"])))
+                home=Path(spec["home"]), sasl_users=spec.get("sasl_users")))
         return clusters
 
-    def cluster(self, name: str) -> LocalCluster:
-        """The named cluster, with the ports it had before or the next free slot."""
+    def cluster(self, name: str, sasl_users: dict[str, str] | None = None) -> LocalCluster:
+        """The named cluster, with the ports it had before or the next free slot.
+
+        ``sasl_users`` (username -> password) makes its client listener SASL_PLAINTEXT/PLAIN;
+        None keeps what the cluster had before (plain for a new one).
+        """
         known = self.known()
         if name in known:
+            if sasl_users is not None:
+                return LocalCluster(dataclasses.replace(known[name].spec, sasl_users=dict(sasl_users)))
             return known[name]
         used = {c.spec.port for c in known.values()}
         slot = 0
@@ -58,14 +65,19 @@ class LocalKafka:
             slot += 1
         port = self.base_port + slot * PORT_STRIDE
         return LocalCluster(ClusterSpec(name=name, port=port, controller_port=port + 1,
-                                        home=self.state_dir / name))
+                                        home=self.state_dir / name,
+                                        sasl_users=dict(sasl_users) if sasl_users else None))
 
-    def start(self, names: list[str], timeout: float = 90.0) -> list[LocalCluster]:
-        """Start the named clusters in parallel; return them once all answer."""
+    def start(self, names: list[str], timeout: float = 90.0,
+              sasl_users: dict[str, str] | None = None) -> list[LocalCluster]:
+        """Start the named clusters in parallel; return them once all answer.
+
+        ``sasl_users``: see :meth:`cluster` (applies to every named cluster).
+        """
         resolve_kafka_classpath()  # once, before the parallel starts
         clusters = []
         for name in names:  # allot ports one by one so two new clusters never share a slot
-            cluster = self.cluster(name)
+            cluster = self.cluster(name, sasl_users)
             cluster.record()
             clusters.append(cluster)
         with ThreadPoolExecutor(max_workers=len(clusters) or 1) as pool:
