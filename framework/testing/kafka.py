@@ -74,9 +74,12 @@ async def read_all(bootstrap: str, topic: str, timeout: float = 30.0, expect: in
         await consumer.stop()
 
 
-async def produce(bootstrap: str, topic: str, records) -> None:
-    """Send ``(partition, key, value, headers, timestamp_ms)`` tuples with acks=all and idempotence."""
-    producer = RecordProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+async def produce(bootstrap: str, topic: str, records, **client: object) -> None:
+    """Send ``(partition, key, value, headers, timestamp_ms)`` tuples with acks=all and idempotence.
+
+    ``client`` adds aiokafka producer arguments (e.g. SASL settings from ``client_kwargs``).
+    """
+    producer = RecordProducer(**{"acks": "all", "enable_idempotence": True, **client, "bootstrap_servers": bootstrap})
     await producer.start()
     try:
         futures = [await producer.send(topic, value=v, key=k, partition=p, headers=h, timestamp_ms=ts)

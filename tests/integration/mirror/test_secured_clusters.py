@@ -15,7 +15,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from framework.api.kafka_clients import client_kwargs
 from framework.localkafka.manager import LocalKafka
 from framework.testing.fixtures import _free_base_port
-from framework.testing.kafka import partitions_of, read_all, record_tuples
+from framework.testing.kafka import partitions_of, produce, read_all, record_tuples
 from framework.testing.worker import Rest, all_running, running_standalone
 
 pytestmark = pytest.mark.integration
@@ -60,14 +60,8 @@ async def create_topic_as(props: dict[str, str], name: str, partitions: int) -> 
 
 
 async def produce_as(props: dict[str, str], topic: str, records) -> None:
-    producer = AIOKafkaProducer(**_kwargs({**props, "acks": "all", "enable.idempotence": "true"}, "producer"))
-    await producer.start()
-    try:
-        futures = [await producer.send(topic, value=v, key=k, partition=p, headers=h, timestamp_ms=ts)
-                   for p, k, v, h, ts in records]
-        await asyncio.gather(*futures)
-    finally:
-        await producer.stop()
+    kwargs = _kwargs(props, "producer")
+    await produce(kwargs.pop("bootstrap_servers"), topic, records, **kwargs)
 
 
 async def _admin_answers(kwargs: dict) -> bool:
