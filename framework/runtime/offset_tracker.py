@@ -1,23 +1,25 @@
 """Which source offsets are safe to commit: only those whose record, and every earlier one, is acked.
 
 Records of one source partition may land in several Kafka partitions and be acknowledged
-out of order. For each source partition the tracker keeps the records in the order the
-task returned them; the committable offset is that of the last record in the acknowledged
-prefix. So a restart resumes after a record only if everything before it is in Kafka.
+out of order. For each source partition the tracker keeps the unacknowledged records in
+the order the task returned them; the committable offset is that of the last record of
+the acknowledged prefix. So a restart resumes after a record only if everything before it
+is in Kafka. The acknowledged prefix is dropped as acks arrive, so memory is bounded by
+the records in flight, not by the records written since the last flush.
 """
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
-
-from framework.storage.offsets import partition_key
 
 
 @dataclass
 class _Pending:
     offset: dict[str, Any]
+    queue: _PartitionQueue
     acked: bool = False
 
 
@@ -25,6 +27,15 @@ class _Pending:
 class _PartitionQueue:
     partition: dict[str, Any]
     queue: deque[_Pending] = field(default_factory=deque)
+    latest: dict[str, Any] | None = None  # offset of the last record of the acked prefix, not yet taken
+
+
+def _key(partition: dict[str, Any]) -> Any:
+    """A hashable identity of a source partition, cheap for the usual flat maps of scalars."""
+    try:
+        return tuple(sorted(partition.items()))
+    except TypeError:  # nested or unorderable values
+        return json.dumps(partition, sort_keys=True)
 
 
 class OffsetTracker:
@@ -32,35 +43,37 @@ class OffsetTracker:
 
     def __init__(self, connector: str):
         self.connector = connector
-        self._partitions: dict[str, _PartitionQueue] = {}
+        self._partitions: dict[Any, _PartitionQueue] = {}
         self.outstanding = 0
 
     def submit(self, partition: dict[str, Any] | None, offset: dict[str, Any] | None) -> _Pending | None:
         """Record that a record was handed to the producer; returns the handle to ``ack`` later."""
         if partition is None or offset is None:
             return None
-        key = partition_key(self.connector, partition)
+        key = _key(partition)
         entry = self._partitions.get(key)
         if entry is None:
             entry = self._partitions[key] = _PartitionQueue(dict(partition))
-        pending = _Pending(dict(offset))
+        pending = _Pending(dict(offset), entry)
         entry.queue.append(pending)
         self.outstanding += 1
         return pending
 
     def ack(self, pending: _Pending | None) -> None:
         """Mark a submitted record as acknowledged by Kafka."""
-        if pending is not None and not pending.acked:
-            pending.acked = True
-            self.outstanding -= 1
+        if pending is None or pending.acked:
+            return
+        pending.acked = True
+        self.outstanding -= 1
+        entry = pending.queue
+        while entry.queue and entry.queue[0].acked:
+            entry.latest = entry.queue.popleft().offset
 
     def committable(self) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-        """(partition, offset) pairs that advanced since the last call; consumes the acked prefixes."""
+        """(partition, offset) pairs that advanced since the last call."""
         out = []
         for entry in self._partitions.values():
-            latest = None
-            while entry.queue and entry.queue[0].acked:
-                latest = entry.queue.popleft().offset
-            if latest is not None:
-                out.append((entry.partition, latest))
+            if entry.latest is not None:
+                out.append((entry.partition, entry.latest))
+                entry.latest = None
         return out
