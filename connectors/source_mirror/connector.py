@@ -95,7 +95,8 @@ class MirrorSourceConnector(SourceConnector):
         flow = f"{self.source_alias}->{self.target_alias}|{self.context.name}"
         self.policy = load_replication_policy(originals)
         self.selection = TopicSelection(self.source_alias, self.target_alias, self.policy,
-                                        TopicFilter(originals), config["heartbeats.replication.enabled"])
+                                        TopicFilter(originals), config["heartbeats.replication.enabled"],
+                                        on_skip=self.context.report_warning)
         self.config_filter = ConfigFilter(config["config.properties.exclude"], config["use.defaults.from"])
         self.source_admin = admin_client(originals, "source", f"{flow}|replication-source-admin")
         self.target_admin = admin_client(originals, "target", f"{flow}|replication-target-admin")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,7 @@ class TopicSelection:
     policy: ReplicationPolicy
     topic_filter: TopicFilter
     heartbeats_enabled: bool
+    on_skip: Callable[[str], None] | None = None
     skipped: dict[str, str] = field(default_factory=dict)
 
     def should_replicate(self, topic: str) -> bool:
@@ -59,8 +61,11 @@ class TopicSelection:
                 metrics.SKIPPED_TOPICS.labels(self.source_alias, self.target_alias,
                                               "remote-name-too-long" if len(remote) > MAX_TOPIC_NAME_LENGTH
                                               else "illegal-remote-name").inc()
-                log.warning("Topic %s is not mirrored: %s. Shorten the source topic name or the cluster alias, "
-                            "or choose another replication policy.", topic, reason)
+                message = (f"Topic {topic} is not mirrored: {reason}. Shorten the source topic name or the "
+                           f"cluster alias, or choose another replication policy.")
+                log.warning(message)
+                if self.on_skip is not None:
+                    self.on_skip(message)
             return False
         return True
 

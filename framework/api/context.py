@@ -48,6 +48,15 @@ class ConnectorContext(ABC):
         while one is pending are merged.
         """
 
+    def report_warning(self, message: str) -> None:
+        """Show a condition the user should act on, without failing the connector.
+
+        The message appears (once, however often it is reported) in the connector's status as
+        ``"warnings": [...]`` — an addition to Kafka Connect's status shape, which clients that
+        do not know it ignore — until the connector is restarted or reconfigured. Example: a
+        topic that cannot be mirrored because its remote name would be too long.
+        """
+
     @abstractmethod
     def raise_error(self, error: BaseException) -> None:
         """Report a fatal error found in the background: the connector is marked FAILED with its trace.

@@ -25,11 +25,15 @@ class WorkerConnectorContext(ConnectorContext):
     """Forwards a connector's requests to the herder through two callbacks."""
 
     def __init__(self, name: str, offsets: OffsetReader, on_reconfigure: Callable[[str], None],
-                 on_error: Callable[[str, BaseException], None]):
+                 on_error: Callable[[str, BaseException], None], on_warning: Callable[[str, str], None]):
         self.name = name
         self.offsets = offsets
         self._on_reconfigure = on_reconfigure
         self._on_error = on_error
+        self._on_warning = on_warning
+
+    def report_warning(self, message: str) -> None:
+        self._on_warning(self.name, message)
 
     def request_task_reconfiguration(self) -> None:
         self._on_reconfigure(self.name)

@@ -197,12 +197,15 @@ class StandaloneHerder(Herder):
             await self._stop_all(name)
             await self.config_store.remove_connector(name)
             await self.status_store.remove(name)
+            self.worker.warnings.pop(name, None)
             self._active_topics.pop(name, None)
 
     async def connector_status(self, name: str) -> dict[str, Any]:
         config = self._require(name)
         status = self.status_store.connector(name)
         connector = status.info() if status else {"state": State.UNASSIGNED.value, "worker_id": self.worker.worker_id}
+        if self.worker.warnings.get(name):
+            connector["warnings"] = list(self.worker.warnings[name])
         tasks = [{"id": i, **s.info()} for i, s in self.status_store.tasks(name).items()]
         return {"name": name, "connector": connector, "tasks": tasks, "type": self._connector_type(config)}
 

@@ -51,6 +51,7 @@ class Worker:
                  offset_store: OffsetStore, status_store: StatusStore, *,
                  on_reconfigure: Callable[[str], None], on_connector_error: Callable[[str, BaseException], None],
                  on_topic: Callable[[str, str], None] | None = None):
+        self.warnings: dict[str, list[str]] = {}
         self.worker_id = worker_id
         self.config = worker_config
         self.plugins = plugins
@@ -70,6 +71,11 @@ class Worker:
     async def _task_status(self, task_id: ConnectorTaskId, state: State, trace: str | None) -> None:
         await self.status_store.put_task(task_id.connector, task_id.task, Status(state, self.worker_id, trace))
 
+    def _warn(self, name: str, message: str) -> None:
+        messages = self.warnings.setdefault(name, [])
+        if message not in messages:
+            messages.append(message)
+
     # -- connectors ----------------------------------------------------------------------
     def parse_connector_config(self, raw: dict[str, Any]) -> tuple[type[Connector], Config]:
         """Resolve the connector class and parse ``raw`` with the common and the connector's settings."""
@@ -81,8 +87,10 @@ class Worker:
         try:
             connector_class, config = self.parse_connector_config(raw)
             connector = connector_class()
+            self.warnings.pop(name, None)
             connector.initialize(WorkerConnectorContext(
-                name, StoreOffsetReader(self.offset_store, name), self._on_reconfigure, self._on_connector_error))
+                name, StoreOffsetReader(self.offset_store, name), self._on_reconfigure, self._on_connector_error,
+                self._warn))
             await connector.start(config)
         except Exception as exc:
             log.error("Connector %s failed to start: %s. Fix its config and restart it "

@@ -105,6 +105,9 @@ async def test_new_topics_partitions_and_configs_follow_the_source(cluster_a, cl
         on_b = await topics_on(cluster_b.bootstrap_servers)
         assert f"A.{skipped}" not in on_b
         assert not any(t.endswith(long_name) for t in on_b)
+        status, state = await rest.call("GET", f"/connectors/{name}/status")
+        assert state["connector"]["state"] == "RUNNING"
+        assert [w for w in state["connector"]["warnings"] if long_name in w and "249" in w]
         status, metrics_text = await rest.call("GET", "/metrics")
         assert 'kafka_connect_mirror_source_connector_skipped_topics_total{reason="remote-name-too-long",' \
                'source="A",target="B"} 1.0' in metrics_text
