@@ -15,19 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
-
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import NewTopic
 
 from framework.api import Config, SourceConnector
-from framework.api.kafka_clients import client_kwargs
 
+from connectors.mirror_client.clients import admin_client, connect_admin
 from connectors.mirror_client.config import (
     ENABLED,
     OFFSET_SYNCS_TOPIC_LOCATION,
     SOURCE_CLUSTER_ALIAS,
     TARGET_CLUSTER_ALIAS,
-    client_props,
     load_replication_policy,
 )
 from connectors.mirror_client.filters import TopicFilter
@@ -47,26 +44,6 @@ from connectors.source_mirror.topics import (
 log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
-
-
-def admin_client(originals: dict[str, Any], side: str, client_id: str) -> AIOKafkaAdminClient:
-    """An admin client for the source or target cluster from the connector's settings."""
-    kwargs, _ = client_kwargs({"client.id": client_id, **client_props(originals, side, "admin")}, "admin")
-    return AIOKafkaAdminClient(**kwargs)
-
-
-async def _connect(admin: AIOKafkaAdminClient, originals: dict[str, Any], side: str) -> None:
-    """Start an admin client, turning aiokafka's bare "Unable to bootstrap" into an actionable error."""
-    try:
-        await admin.start()
-    except Exception as exc:
-        props = client_props(originals, side, "admin")
-        protocol = props.get("security.protocol", "PLAINTEXT")
-        hint = (f"check {side}.cluster.sasl.* / ssl.* settings (a refused login looks like this too; "
-                f"the broker's log names the reason)" if protocol != "PLAINTEXT" else
-                "check that the brokers run and the address is right")
-        raise ConnectionError(f"cannot connect to the {side} cluster at {props['bootstrap.servers']} "
-                              f"(security.protocol={protocol}): {exc}; {hint}") from exc
 
 
 class MirrorSourceConnector(SourceConnector):
@@ -100,8 +77,8 @@ class MirrorSourceConnector(SourceConnector):
         self.config_filter = ConfigFilter(config["config.properties.exclude"], config["use.defaults.from"])
         self.source_admin = admin_client(originals, "source", f"{flow}|replication-source-admin")
         self.target_admin = admin_client(originals, "target", f"{flow}|replication-target-admin")
-        await _connect(self.source_admin, originals, "source")
-        await _connect(self.target_admin, originals, "target")
+        await connect_admin(self.source_admin, originals, "source")
+        await connect_admin(self.target_admin, originals, "target")
         if config["emit.offset-syncs.enabled"]:
             await self._create_offset_syncs_topic()
         await self._refresh(initial=True)

@@ -6,12 +6,18 @@ the downstream offset ran ``offset.lag.max`` past the last sync, when upstream o
 (compaction, transaction markers, restart), or when the downstream offset went backwards.
 Otherwise the latest position is kept as ``delayed`` and promoted on the next task commit,
 so quiet partitions are synced once per offset flush. At most 10 sends are in flight.
+
+Beyond MM2: MM2 coalesces pending syncs per partition as soon as 10 sends are in flight, so a
+burst (a backlog replicated in seconds) keeps only the newest sync of most partitions, and
+consumers lagging behind it get no translation. Here due syncs queue in order and are only
+coalesced past MAX_QUEUED, so bursts keep their translation points.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaProducer
@@ -21,6 +27,7 @@ from connectors.mirror_client.formats import OffsetSync
 log = logging.getLogger(__name__)
 
 MAX_OUTSTANDING = 10
+MAX_QUEUED = 10_000
 
 
 @dataclass
@@ -38,9 +45,13 @@ class OffsetSyncWriter:
         self._topic = topic
         self._max_lag = max_lag
         self._state: dict[tuple[str, int], _PartitionState] = {}
-        self._pending: dict[tuple[str, int], OffsetSync] = {}
+        self._pending: deque[OffsetSync] = deque()
         self._delayed: dict[tuple[str, int], OffsetSync] = {}
         self._outstanding = 0
+        # commit_record (acks) and commit (flushes) run on different coroutines; without this lock a
+        # newer sync could be handed to the producer before an older one, and readers would take the
+        # older one for an upstream rewind and drop their history.
+        self._send_lock = asyncio.Lock()
 
     def record(self, topic: str, partition: int, upstream: int, downstream: int) -> None:
         """Note an acknowledged record; queue a sync if MM2's rules say one is due."""
@@ -53,17 +64,26 @@ class OffsetSyncWriter:
                or downstream < state.previous_downstream)
         if due:
             state.last_sync_downstream = downstream
-            self._pending[key] = sync
+            self._queue(sync)
             self._delayed.pop(key, None)
         else:
             self._delayed[key] = sync
         state.previous_upstream, state.previous_downstream = upstream, downstream
 
+    def _queue(self, sync: OffsetSync) -> None:
+        self._pending.append(sync)
+        if len(self._pending) > MAX_QUEUED:  # keep only the newest pending sync of each partition
+            newest = {(s.topic, s.partition): s for s in self._pending}
+            self._pending = deque(s for s in self._pending if newest[(s.topic, s.partition)] is s)
+
     async def fire_pending(self) -> None:
-        """Send pending syncs while fewer than MAX_OUTSTANDING are in flight."""
+        """Send pending syncs while fewer than MAX_OUTSTANDING are in flight, in the order they were queued."""
+        async with self._send_lock:
+            await self._fire_pending_locked()
+
+    async def _fire_pending_locked(self) -> None:
         while self._pending and self._outstanding < MAX_OUTSTANDING:
-            key, sync = next(iter(self._pending.items()))
-            del self._pending[key]
+            sync = self._pending.popleft()
             self._outstanding += 1
             try:
                 future = await self._producer.send(self._topic, key=sync.encode_key(), value=sync.encode_value(),
@@ -84,7 +104,7 @@ class OffsetSyncWriter:
     async def promote_delayed(self) -> None:
         """On task commit: make every delayed sync pending, then send."""
         for key, sync in self._delayed.items():
-            self._pending[key] = sync
+            self._queue(sync)
             self._state[key].last_sync_downstream = sync.downstream_offset
         self._delayed.clear()
         await self.fire_pending()

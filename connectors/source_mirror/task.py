@@ -92,6 +92,10 @@ class MirrorSourceTask(SourceTask):
             self.sync_producer = AIOKafkaProducer(**{**kwargs, "acks": "all"})
             await self.sync_producer.start()
             topic = self.policy.offset_syncs_topic(self.target_alias if on_source else self.source_alias)
+            # Fetch the topic's metadata now: otherwise the first syncs wait for it, the 10-send cap
+            # fills, and MM2's coalescing drops the intermediate syncs of the other partitions,
+            # leaving consumers that lag behind the newest sync without a translation.
+            await self.sync_producer.partitions_for(topic)
             self.sync_writer = OffsetSyncWriter(self.sync_producer, topic, parsed["offset.lag.max"])
         log.info("Task %s mirrors %d partitions from %s to %s", self.context.task_id, len(self.partitions),
                  self.source_alias, self.target_alias)

@@ -73,19 +73,34 @@ async def test_delayed_sync_is_sent_on_commit_and_partitions_are_independent():
 
 
 @pytest.mark.parametrize("partitions", [MAX_OUTSTANDING + 5])
-async def test_at_most_ten_sends_in_flight_and_pending_is_coalesced(partitions):
+async def test_at_most_ten_sends_in_flight_and_bursts_keep_every_sync(partitions):
     producer = RecordingProducer(complete=False)
     writer = OffsetSyncWriter(producer, "mm2-offset-syncs.B.internal", max_lag=0)
     for partition in range(partitions):
         writer.record("orders", partition, 0, 0)
     await writer.fire_pending()
     assert len(producer.sent) == MAX_OUTSTANDING
-    writer.record("orders", partitions - 1, 1, 1)  # replaces that partition's pending sync
+    writer.record("orders", partitions - 1, 1, 1)  # queued behind the same partition's first sync
     for future in producer.futures:
         future.set_result(None)
     await asyncio.sleep(0)
     await writer.fire_pending()
     late = producer.sent[MAX_OUTSTANDING:]
-    assert len(late) == partitions - MAX_OUTSTANDING
-    assert OffsetSync("orders", partitions - 1, 1, 1) in late
-    assert OffsetSync("orders", partitions - 1, 0, 0) not in late
+    assert len(late) == partitions - MAX_OUTSTANDING + 1
+    assert late[-2:] == [OffsetSync("orders", partitions - 1, 0, 0), OffsetSync("orders", partitions - 1, 1, 1)]
+
+
+async def test_queue_is_coalesced_per_partition_only_past_its_bound(monkeypatch):
+    from connectors.source_mirror import offset_syncs
+
+    monkeypatch.setattr(offset_syncs, "MAX_QUEUED", 4)
+    producer = RecordingProducer(complete=False)
+    writer = OffsetSyncWriter(producer, "mm2-offset-syncs.B.internal", max_lag=0)
+    writer._outstanding = MAX_OUTSTANDING  # nothing can be sent: everything queues
+    for offset in range(3):
+        writer.record("orders", 0, offset, offset)
+        writer.record("orders", 1, offset, offset)
+    writer._outstanding = 0
+    await writer.fire_pending()
+    # the 5th queued sync overflowed the bound: only the newest of each partition was kept, in order
+    assert [(s.partition, s.upstream_offset) for s in producer.sent] == [(1, 1), (0, 2), (1, 2)]

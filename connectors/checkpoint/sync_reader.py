@@ -1,0 +1,50 @@
+"""Feeds the offset-syncs topic into an OffsetSyncStore: read to the end once, then keep tailing."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from connectors.mirror_client.clients import read_to_end
+from connectors.mirror_client.formats import OffsetSync, SchemaError
+from connectors.mirror_client.offset_sync_store import OffsetSyncStore
+
+log = logging.getLogger(__name__)
+
+
+class OffsetSyncReader:
+    """Owns a consumer on partition 0 of the offset-syncs topic and a tailing coroutine."""
+
+    def __init__(self, consumer: AIOKafkaConsumer, topic: str, store: OffsetSyncStore):
+        self._consumer = consumer
+        self._tp = TopicPartition(topic, 0)
+        self.store = store
+        self._tail: asyncio.Task | None = None
+
+    def _feed(self, record) -> None:
+        try:
+            self.store.update(OffsetSync.decode(record.key, record.value))
+        except (SchemaError, TypeError, ValueError):
+            log.debug("Skipping an undecodable offset sync at offset %s", record.offset)
+
+    async def start(self) -> None:
+        """Read every sync so far (translation is allowed afterwards), then tail in the background."""
+        await self._consumer.start()
+        await read_to_end(self._consumer, self._tp, self._feed, timeout_s=120)
+        self.store.finish_initial_read()
+        self._tail = asyncio.create_task(self._tail_loop(), name=f"tail:{self._tp.topic}")
+
+    async def _tail_loop(self) -> None:
+        while True:
+            for records in (await self._consumer.getmany(self._tp, timeout_ms=1000)).values():
+                for record in records:
+                    self._feed(record)
+
+    async def stop(self) -> None:
+        """Stop tailing and close the consumer."""
+        if self._tail is not None:
+            self._tail.cancel()
+            await asyncio.gather(self._tail, return_exceptions=True)
+        await self._consumer.stop()

@@ -1,0 +1,193 @@
+"""MirrorCheckpointTask: translates its groups' committed offsets and writes checkpoints (MM2 §4.2-4.5).
+
+Start-up: load this task's previous checkpoints from the target, read the offset-syncs topic
+to its end (keeping full history only if the checkpoints loaded, KAFKA-15905) and keep
+tailing it. Every ``emit.checkpoints.interval.seconds`` each group's committed offsets on the
+source are translated; a checkpoint is written when it is new, moved forward downstream, or
+the group was rewound upstream. With ``sync.group.offsets.enabled``, translated offsets are
+also committed to the same group on the target, only while it has no active member there
+and never backwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from framework.api import RecordMetadata, SourceRecord, SourceTask
+from framework.api.kafka_admin import alter_consumer_group_offsets, describe_consumer_group_state
+
+from connectors.checkpoint import metrics
+from connectors.checkpoint.checkpoint_store import CheckpointStore
+from connectors.checkpoint.config import CHECKPOINT_CONFIG_DEF, TASK_ASSIGNED_GROUPS
+from connectors.checkpoint.sync_reader import OffsetSyncReader
+from connectors.mirror_client.clients import admin_client, connect_admin, consumer_kwargs
+from connectors.mirror_client.config import (
+    CONSUMER_POLL_TIMEOUT_MS,
+    OFFSET_SYNCS_TOPIC_LOCATION,
+    SOURCE_CLUSTER_ALIAS,
+    TARGET_CLUSTER_ALIAS,
+    load_replication_policy,
+)
+from connectors.mirror_client.filters import TopicFilter
+from connectors.mirror_client.formats import Checkpoint, checkpoint_partition
+from connectors.mirror_client.offset_sync_store import OffsetSyncStore
+
+log = logging.getLogger(__name__)
+
+
+def reread_estimate(store: OffsetSyncStore, topic: str, partition: int, upstream: int, translated: int) -> int:
+    """Records a consumer would read again after failing over at ``translated`` instead of its exact position."""
+    for sync in store.syncs(topic, partition):
+        if sync.upstream_offset <= upstream:
+            return max(0, (upstream - sync.upstream_offset) - (translated - sync.downstream_offset))
+    return 0
+
+
+class MirrorCheckpointTask(SourceTask):
+    """Emits checkpoints for its assigned consumer groups."""
+
+    def version(self) -> str:
+        return "0.1.0"
+
+    async def start(self, config: dict[str, str]) -> None:
+        parsed = CHECKPOINT_CONFIG_DEF.parse(config)
+        self.source, self.target = parsed[SOURCE_CLUSTER_ALIAS], parsed[TARGET_CLUSTER_ALIAS]
+        self.policy = load_replication_policy(config)
+        self.topic_filter = TopicFilter(config)
+        self.groups = [g for g in config.get(TASK_ASSIGNED_GROUPS, "").split(",") if g]
+        self.interval_s = parsed["emit.checkpoints.interval.seconds"]
+        self.step_s = min(parsed[CONSUMER_POLL_TIMEOUT_MS] / 1000, self.interval_s)
+        self.checkpoints_topic = self.policy.checkpoints_topic(self.source)
+        flow = f"{self.source}->{self.target}|{self.context.task_id}"
+        self.source_admin = admin_client(config, "source", f"{flow}|checkpoint-source-admin")
+        self.target_admin = admin_client(config, "target", f"{flow}|checkpoint-target-admin")
+        await connect_admin(self.source_admin, config, "source")
+        await connect_admin(self.target_admin, config, "target")
+
+        self.store = CheckpointStore(set(self.groups))
+        loader = AIOKafkaConsumer(**consumer_kwargs(config, "target", f"{flow}|checkpoints-target-consumer"))
+        await loader.start()
+        try:
+            loaded = await self.store.load(loader, self.checkpoints_topic)
+        finally:
+            await loader.stop()
+        on_source = parsed[OFFSET_SYNCS_TOPIC_LOCATION] == "source"
+        side = "source" if on_source else "target"
+        syncs_topic = self.policy.offset_syncs_topic(self.target if on_source else self.source)
+        self.syncs = OffsetSyncStore(initialization_must_read_to_end=not loaded)
+        self.reader = OffsetSyncReader(
+            AIOKafkaConsumer(**consumer_kwargs(config, side, f"{flow}|offset-syncs-{side}-consumer")),
+            syncs_topic, self.syncs)
+        await self.reader.start()
+        self._next_emit = time.monotonic()
+        self._last_emit: dict[str, float] = {}
+        self._sync_loop = None
+        if parsed["sync.group.offsets.enabled"]:
+            self._sync_loop = asyncio.create_task(self._sync_group_offsets_loop(
+                parsed["sync.group.offsets.interval.seconds"]))
+        log.info("Checkpoint task %s handles %d group(s) of %s->%s", self.context.task_id, len(self.groups),
+                 self.source, self.target)
+
+    # -- checkpoints ----------------------------------------------------------------------
+    async def poll(self) -> list[SourceRecord]:
+        wait = self._next_emit - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(min(wait, self.step_s))
+            self._update_age_metrics()
+            return []
+        self._next_emit = time.monotonic() + self.interval_s
+        records = []
+        for group in self.groups:
+            records.extend(await self._checkpoint_group(group))
+        self._update_age_metrics()
+        return records
+
+    def downstream_topic(self, topic: str) -> str:
+        """Where the upstream topic lives on the target (a topic that came from the target keeps its name)."""
+        if self.policy.topic_source(topic) == self.target:
+            return self.policy.original_topic(topic)
+        return self.policy.format_remote_topic(self.source, topic)
+
+    async def _checkpoint_group(self, group: str) -> list[SourceRecord]:
+        started = int(time.time() * 1000)
+        try:
+            committed = await self.source_admin.list_consumer_group_offsets(group)
+        except Exception as exc:
+            log.warning("Could not read committed offsets of group %s on %s: %s", group, self.source, exc)
+            return []
+        records, reread = [], 0
+        for tp, position in sorted(committed.items()):
+            if position is None or position.offset < 0 or not self.topic_filter.should_replicate_topic(tp.topic):
+                continue
+            translated = self.syncs.translate_downstream(tp.topic, tp.partition, position.offset)
+            if translated is None or translated < 0:
+                continue
+            reread += reread_estimate(self.syncs, tp.topic, tp.partition, position.offset, translated)
+            checkpoint = Checkpoint(group, self.downstream_topic(tp.topic), tp.partition, position.offset,
+                                    translated, position.metadata or "")
+            if not self.store.should_emit(checkpoint):
+                continue
+            self.store.update(checkpoint)
+            records.append(SourceRecord(
+                checkpoint_partition(group, checkpoint.topic, checkpoint.partition), {"offset": 0},
+                self.checkpoints_topic, 0, checkpoint.encode_key(), checkpoint.encode_value(), [], started))
+        metrics.FAILOVER_REREAD_RECORDS.labels(self.source, self.target, group).set(reread)
+        if records:
+            self._last_emit[group] = time.time()
+        return records
+
+    def _update_age_metrics(self) -> None:
+        now = time.time()
+        for group, emitted in self._last_emit.items():
+            metrics.CHECKPOINT_AGE_SECONDS.labels(self.source, self.target, group).set(now - emitted)
+
+    async def commit_record(self, record: SourceRecord, metadata: RecordMetadata) -> None:
+        partition = record.source_partition
+        metrics.CHECKPOINT_LATENCY_MS.labels(self.source, self.target, partition["group"], partition["topic"],
+                                             str(partition["partition"])).set(time.time() * 1000 - record.timestamp)
+
+    # -- group offset sync (KIP-545) -------------------------------------------------------
+    async def _sync_group_offsets_loop(self, interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            for group in self.groups:
+                try:
+                    await self.sync_group_offsets(group)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    log.warning("Could not sync offsets of group %s to %s: %s", group, self.target, exc)
+
+    async def sync_group_offsets(self, group: str) -> dict[TopicPartition, int]:
+        """Commit translated offsets to ``group`` on the target; returns what was written."""
+        checkpoints = self.store.of_group(group)
+        if not checkpoints:
+            return {}
+        state = await describe_consumer_group_state(self.target_admin, group)
+        if state not in ("Dead", "Empty"):
+            log.debug("Group %s is %s on %s; its offsets are not touched while it has members",
+                      group, state, self.target)
+            return {}
+        current = await self.target_admin.list_consumer_group_offsets(group) if state == "Empty" else {}
+        wanted = {}
+        for checkpoint in checkpoints:
+            tp = TopicPartition(checkpoint.topic, checkpoint.partition)
+            existing = current.get(tp)
+            if existing is None or existing.offset < 0 or existing.offset < checkpoint.downstream_offset:
+                wanted[tp] = (checkpoint.downstream_offset, checkpoint.metadata)
+        if wanted:
+            await alter_consumer_group_offsets(self.target_admin, group, wanted)
+            log.info("Synced %d offset(s) of group %s to %s", len(wanted), group, self.target)
+        return {tp: offset for tp, (offset, _) in wanted.items()}
+
+    async def stop(self) -> None:
+        if self._sync_loop is not None:
+            self._sync_loop.cancel()
+            await asyncio.gather(self._sync_loop, return_exceptions=True)
+        await self.reader.stop()
+        for admin in (self.source_admin, self.target_admin):
+            await admin.close()

@@ -1,0 +1,206 @@
+"""In-memory history of offset syncs and consumer-offset translation (MM2's ``OffsetSyncStore``).
+
+The checkpoint task reads the offset-syncs topic and feeds every :class:`OffsetSync` to
+:meth:`OffsetSyncStore.update` in topic order. For each *upstream* topic-partition the store keeps
+a fixed array of 64 slots (one per bit of a Java ``long``) holding references to syncs. A single
+sync object may fill a run of consecutive slots; "the same sync" always means the same object
+(``is``), never equal field values, because two distinct records may carry identical offsets.
+
+Layout and invariants (for slots ``i < j`` holding *different* objects)
+-----------------------------------------------------------------------
+* **A** – slot 0 holds the most recent sync fed to the store.
+* **B** – a slot is never too far behind an earlier slot:
+  ``syncs[i].upstream <= syncs[j].upstream + 2**j - 2**i``.
+* **C** – distinct neighbours are spread out roughly exponentially:
+  ``syncs[i].upstream >= syncs[j].upstream + 2**max(i - 2, 0)``.
+* **D** – slot 63 holds the oldest sync that may still be used for translation.
+
+So precision is fine near the live end of the partition (recent syncs are dense) and coarse further
+back, and 64 slots cover the whole 63-bit offset range. The bounds are evaluated with Java's 64-bit
+wrap-around: a B bound that wraps below zero makes B hold trivially, a C bound that wraps below
+zero makes C fail.
+
+Updating
+--------
+* The first sync for a partition fills all 64 slots.
+* All 64 slots are also overwritten by the new sync when the initial read-to-end is still running
+  and ``initialization_must_read_to_end`` is true (so after start-up only the last sync read is
+  usable: an older one might be from before offsets that were already checkpointed, and translating
+  with it could move checkpoints backwards), or when the new sync's upstream offset is *below*
+  slot 0's (the upstream partition was rewound or recreated, so the whole history is invalid).
+* Otherwise the new sync goes into slot 0 and a single left-to-right repair pass restores the
+  invariants: for each later slot it looks (with a cursor that only moves forward, never past the
+  slot being repaired) through the *previous* array for an old sync that could be pushed one
+  position further back — one that satisfies B and C relative to the new left neighbour and C
+  relative to the right neighbour. The cursor skips values it has promoted, duplicates of the next
+  old slot and values too close to the left neighbour. As soon as the current slot already
+  satisfies B against its left neighbour the pass stops (the rest of the array is fine); otherwise
+  the slot receives the best candidate found, which starts out as the new sync itself.
+
+Translating an upstream consumer offset ``u``
+---------------------------------------------
+(:meth:`OffsetSyncStore.translate_downstream`)
+
+* Nothing (``None``) until :meth:`OffsetSyncStore.finish_initial_read` has been called, or when
+  no sync was ever seen for the partition — no checkpoint is emitted.
+* Otherwise take the first slot, newest first, whose upstream offset is ``<= u`` (slot 63 if none).
+  If even that sync is ahead of ``u`` the group is behind all retained history: ``-1`` (callers
+  drop it). An exact match yields the sync's downstream offset; a group past the sync gets
+  ``downstream + 1`` — never dead reckoning ``downstream + (u - upstream)``, because records
+  between two syncs may have been filtered or offsets consumed by transaction markers, and
+  overshooting would skip data. The price is re-reading some records after a fail-over.
+
+The class is pure (no Kafka I/O, no asyncio). Each update builds a new slot list and swaps it in,
+so a reader holding the previous list never sees a half-repaired array.
+"""
+
+from __future__ import annotations
+
+from .formats import OffsetSync
+
+__all__ = ["OffsetSyncStore", "SYNCS_PER_PARTITION"]
+
+SYNCS_PER_PARTITION = 64
+"""Slots kept per upstream topic-partition (the number of bits in a Java ``long``)."""
+
+_INT64_MOD = 1 << 64
+_INT64_MIN = -(1 << 63)
+
+
+def _int64(value: int) -> int:
+    """Wrap ``value`` to a signed 64-bit integer the way Java ``long`` arithmetic does."""
+    return (value - _INT64_MIN) % _INT64_MOD + _INT64_MIN
+
+
+def _invariant_b(i_sync: OffsetSync, j_sync: OffsetSync, i: int, j: int) -> bool:
+    """Invariant B for ``i_sync`` at slot ``i`` and ``j_sync`` at slot ``j`` (``i < j``).
+
+    Holds when both are the same object, when the bound overflows below zero, or when
+    ``i_sync.upstream <= j_sync.upstream + 2**j - 2**i``.
+    """
+    if i_sync is j_sync:
+        return True
+    bound = _int64(j_sync.upstream_offset + (1 << j) - (1 << i))
+    return bound < 0 or i_sync.upstream_offset <= bound
+
+
+def _invariant_c(i_sync: OffsetSync, j_sync: OffsetSync, i: int) -> bool:
+    """Invariant C for ``i_sync`` at slot ``i`` against an older ``j_sync`` at a later slot.
+
+    Holds when both are the same object, or when the bound does not overflow below zero and
+    ``i_sync.upstream >= j_sync.upstream + 2**max(i - 2, 0)``.
+    """
+    if i_sync is j_sync:
+        return True
+    bound = _int64(j_sync.upstream_offset + (1 << max(i - 2, 0)))
+    return bound >= 0 and i_sync.upstream_offset >= bound
+
+
+class OffsetSyncStore:
+    """Per-partition history of offset syncs, translating upstream consumer offsets downstream.
+
+    Feed every sync read from the offset-syncs topic to :meth:`update` in topic order, call
+    :meth:`finish_initial_read` once the first read-to-end has completed, then use
+    :meth:`translate_downstream`. See the module docstring for the data structure and rules.
+    """
+
+    def __init__(self, initialization_must_read_to_end: bool = True) -> None:
+        """Create an empty store.
+
+        ``initialization_must_read_to_end`` is true unless the checkpoints topic was loaded
+        successfully: while the initial read is in progress each sync then replaces the whole
+        history of its partition, so only the last sync read at start-up survives. When false the
+        full history is built during the initial read as well (KAFKA-15905).
+        """
+        self._initialization_must_read_to_end = initialization_must_read_to_end
+        self._read_to_end = False
+        self._syncs: dict[tuple[str, int], list[OffsetSync]] = {}
+
+    @property
+    def ready(self) -> bool:
+        """Whether the initial read-to-end has finished (translation is allowed)."""
+        return self._read_to_end
+
+    def finish_initial_read(self) -> None:
+        """Mark the initial read-to-end of the offset-syncs topic as done; idempotent."""
+        self._read_to_end = True
+
+    def update(self, sync: OffsetSync) -> None:
+        """Record ``sync`` (the next offset-syncs record) for its upstream topic-partition."""
+        key = (sync.topic, sync.partition)
+        current = self._syncs.get(key)
+        if current is None:
+            self._syncs[key] = [sync] * SYNCS_PER_PARTITION
+            return
+        self._syncs[key] = self._updated(current, sync)
+
+    def _updated(self, original: list[OffsetSync], sync: OffsetSync) -> list[OffsetSync]:
+        """Return a new slot list: ``original`` with ``sync`` applied (``original`` unchanged)."""
+        only_keep_latest = not self._read_to_end and self._initialization_must_read_to_end
+        upstream_rewind = sync.upstream_offset < original[0].upstream_offset
+        if only_keep_latest or upstream_rewind:
+            return [sync] * SYNCS_PER_PARTITION
+
+        syncs = list(original)
+        replacement = sync
+        cursor = 0  # next position of `original` that may still be promoted to a later slot
+        syncs[0] = sync  # invariant A
+        last = SYNCS_PER_PARTITION - 1
+        for current in range(1, SYNCS_PER_PARTITION):
+            previous = current - 1
+            # Look for an old sync that can move back to `current`, keeping more distinct syncs.
+            while True:
+                candidate = original[cursor]
+                recent_enough = _invariant_b(syncs[previous], candidate, previous, current)
+                spaced_from_previous = _invariant_c(syncs[previous], candidate, previous)
+                spaced_from_next = current == last or _invariant_c(
+                    candidate, syncs[current + 1], current
+                )
+                duplicate = cursor + 1 < SYNCS_PER_PARTITION and candidate is original[cursor + 1]
+                promote = recent_enough and spaced_from_previous and spaced_from_next
+                if promote:
+                    replacement = candidate
+                skip = duplicate or not spaced_from_previous
+                if promote or skip:
+                    cursor += 1
+                if not (cursor < current and skip):
+                    break
+            if _invariant_b(syncs[previous], syncs[current], previous, current):
+                # B holds here, hence for the whole remaining tail: done.
+                break
+            syncs[current] = replacement
+        return syncs
+
+    def translate_downstream(
+        self, topic: str, partition: int, upstream_offset: int
+    ) -> int | None:
+        """Translate the upstream consumer offset of ``topic``/``partition`` to a downstream one.
+
+        Returns ``None`` before :meth:`finish_initial_read` or when no sync is known for the
+        partition; ``-1`` when ``upstream_offset`` is behind every retained sync (the caller
+        drops it); otherwise the nearest retained sync at or before ``upstream_offset`` gives its
+        downstream offset on an exact match, or that downstream offset ``+ 1``.
+        """
+        if not self._read_to_end:
+            return None
+        syncs = self._syncs.get((topic, partition))
+        if syncs is None:
+            return None
+        chosen = syncs[-1]
+        for sync in syncs:
+            if sync.upstream_offset <= upstream_offset:
+                chosen = sync
+                break
+        if chosen.upstream_offset > upstream_offset:
+            return -1
+        if chosen.upstream_offset == upstream_offset:
+            return chosen.downstream_offset
+        return chosen.downstream_offset + 1
+
+    def syncs(self, topic: str, partition: int) -> list[OffsetSync]:
+        """Return a copy of the 64 slots of ``topic``/``partition`` (empty if none seen).
+
+        Slot 0 is the latest sync; repeated entries are the same object. Meant for tests and
+        debugging.
+        """
+        return list(self._syncs.get((topic, partition), ()))
