@@ -39,6 +39,8 @@ A->B.enabled = true
 A->B.topics = demo\\\\..*
 replication.factor = 1
 offset-syncs.topic.replication.factor = 1
+checkpoints.topic.replication.factor = 1
+heartbeats.topic.replication.factor = 1
 refresh.topics.interval.seconds = 5
 B.offset.flush.interval.ms = 1000
 """

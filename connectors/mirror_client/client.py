@@ -25,7 +25,7 @@ from aiokafka.structs import OffsetAndMetadata
 
 from framework.api.kafka_clients import client_kwargs
 
-from .clients import read_to_end
+from .clients import assign_at, read_to_end
 from .config import load_replication_policy
 from .formats import Checkpoint, SchemaError
 
@@ -109,11 +109,10 @@ class MirrorClient:
                 hops += 1
         return best
 
-    async def remote_consumer_offsets(self, group: str, remote_alias: str,
-                                      timeout_s: float = 60.0) -> dict[TopicPartition, OffsetAndMetadata]:
-        """The last checkpoint of ``group`` per partition, as positions on this cluster."""
+    async def checkpoints(self, group: str, remote_alias: str, timeout_s: float = 60.0) -> dict[TopicPartition, Checkpoint]:
+        """The last checkpoint of ``group`` per partition on this cluster, from ``<remote_alias>.checkpoints.internal``."""
         topic = self.policy.checkpoints_topic(remote_alias)
-        latest: dict[TopicPartition, OffsetAndMetadata] = {}
+        latest: dict[TopicPartition, Checkpoint] = {}
 
         def keep(record) -> None:
             try:
@@ -121,8 +120,7 @@ class MirrorClient:
             except (SchemaError, TypeError, ValueError):
                 return
             if checkpoint.group == group:
-                latest[TopicPartition(checkpoint.topic, checkpoint.partition)] = OffsetAndMetadata(
-                    checkpoint.downstream_offset, checkpoint.metadata)
+                latest[TopicPartition(checkpoint.topic, checkpoint.partition)] = checkpoint
 
         if topic not in await self.topics():
             return {}
@@ -133,6 +131,12 @@ class MirrorClient:
         finally:
             await consumer.stop()
         return dict(sorted(latest.items()))
+
+    async def remote_consumer_offsets(self, group: str, remote_alias: str,
+                                      timeout_s: float = 60.0) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The group's positions on this cluster, translated from ``remote_alias`` (MM2's translateOffsets)."""
+        return {tp: OffsetAndMetadata(c.downstream_offset, c.metadata)
+                for tp, c in (await self.checkpoints(group, remote_alias, timeout_s)).items()}
 
     translate_offsets = remote_consumer_offsets
 
@@ -154,8 +158,7 @@ async def reread_count(source_consumer: AIOKafkaConsumer, source_tp: TopicPartit
     wanted = await _record_at(source_consumer, source_tp, source_position)
     if wanted is None:
         return None
-    target_consumer.assign([target_tp])
-    target_consumer.seek(target_tp, target_position)
+    await assign_at(target_consumer, target_tp, target_position)
     scanned = 0
     while scanned < limit and await target_consumer.position(target_tp) < target_end:
         for records in (await target_consumer.getmany(target_tp, timeout_ms=1000)).values():
@@ -167,8 +170,7 @@ async def reread_count(source_consumer: AIOKafkaConsumer, source_tp: TopicPartit
 
 
 async def _record_at(consumer: AIOKafkaConsumer, tp: TopicPartition, offset: int):
-    consumer.assign([tp])
-    consumer.seek(tp, offset)
+    await assign_at(consumer, tp, offset)
     for _ in range(10):
         for records in (await consumer.getmany(tp, timeout_ms=1000)).values():
             for record in records:

@@ -42,6 +42,19 @@ def consumer_kwargs(originals: dict[str, Any], side: str, client_id: str) -> dic
     return kwargs
 
 
+async def assign_at(consumer: AIOKafkaConsumer, tp: TopicPartition, offset: int | None = None) -> None:
+    """Assign ``tp`` alone and position it at ``offset`` (its beginning when None).
+
+    assign() schedules a reset to ``auto_offset_reset``; a seek made before that reset
+    completes can lose to it, so the reset is awaited first.
+    """
+    consumer.assign([tp])
+    await consumer.position(tp)
+    if offset is None:
+        offset = (await consumer.beginning_offsets([tp]))[tp]
+    consumer.seek(tp, offset)
+
+
 async def read_to_end(consumer: AIOKafkaConsumer, tp: TopicPartition, on_record: Callable[[Any], None],
                       timeout_s: float = 60.0) -> None:
     """Feed every record of ``tp`` from its start to its current end to ``on_record``.
@@ -49,11 +62,8 @@ async def read_to_end(consumer: AIOKafkaConsumer, tp: TopicPartition, on_record:
     ``consumer`` must be started; ``tp`` is assigned here. Raises TimeoutError if the end
     is not reached within ``timeout_s``.
     """
-    consumer.assign([tp])
     end = (await consumer.end_offsets([tp]))[tp]
-    # An explicit seek: seek_to_beginning() can lose the race with the reset to auto_offset_reset
-    # (latest by default) that assign() schedules, and then the read ends at once with nothing.
-    consumer.seek(tp, (await consumer.beginning_offsets([tp]))[tp])
+    await assign_at(consumer, tp)
     deadline = asyncio.get_running_loop().time() + timeout_s
     while await consumer.position(tp) < end:
         if asyncio.get_running_loop().time() > deadline:

@@ -5,10 +5,12 @@ replication flow whose target is selected (all by default), each writing to its 
 cluster with the connector configs MM2 would derive (``A->B.topics``, per-cluster client
 settings, flow overrides ...).
 
+As MM2, every flow runs the Heartbeat connector (flows not enabled run only that), and
+enabled flows also run the MirrorSource and MirrorCheckpoint connectors.
+
 Differences from MM2, until the distributed mode exists: each flow's source offsets are
 kept in a file under ``--state-dir`` (MM2 keeps them in ``mm2-offsets.<source>.internal`` on
-the target), several nodes do not share a flow's tasks, and the Checkpoint and Heartbeat
-connectors do not run yet, so heartbeat-only flows (``A->B.enabled`` false) run nothing.
+the target), and several nodes do not share a flow's tasks.
 """
 
 from __future__ import annotations
@@ -21,12 +23,17 @@ from pathlib import Path
 from framework.api import Command, ConfigError, WorkerLauncher, WorkerSpec
 from framework.api.configfile import load_config_file
 
-from connectors.mirror_client.mm2_config import SOURCE_CONNECTOR, MirrorMakerConfig
+from connectors.mirror_client.mm2_config import (
+    CHECKPOINT_CONNECTOR,
+    HEARTBEAT_CONNECTOR,
+    SOURCE_CONNECTOR,
+    MirrorMakerConfig,
+)
 
 log = logging.getLogger(__name__)
 
-#: Connectors this build can run; the Checkpoint and Heartbeat connectors join when they exist.
-AVAILABLE_CONNECTORS = (SOURCE_CONNECTOR,)
+#: Connectors an enabled flow runs; the heartbeat connector runs for every flow, enabled or not.
+FLOW_CONNECTORS = (SOURCE_CONNECTOR, CHECKPOINT_CONNECTOR)
 
 
 def default_state_dir() -> Path:
@@ -38,16 +45,17 @@ def worker_specs(config: MirrorMakerConfig, target_filter: list[str] | None, sta
     """One WorkerSpec per flow, with the connectors this build runs for it."""
     specs = []
     for flow in config.flows(target_filter):
-        connectors = [flow.connector_configs[name] for name in AVAILABLE_CONNECTORS
+        connectors = [flow.connector_configs[name] for name in FLOW_CONNECTORS
                       if flow.connector_configs[name].get("enabled", "false").lower() == "true"]
+        if flow.heartbeats_enabled:
+            connectors.append(flow.connector_configs[HEARTBEAT_CONNECTOR])
         if not connectors:
-            log.info("Flow %s runs no connector here (not enabled; heartbeats are not implemented yet)", flow.name)
             continue
         worker = dict(flow.worker_config)
         worker.setdefault("offset.storage.file.filename",
                           str(state_dir / f"{flow.source}-{flow.target}.offsets.json"))
         specs.append(WorkerSpec(flow.name, worker, connectors))
-    if not specs:
+    if not any(flow.enabled for flow in config.flows(target_filter)):
         raise ConfigError("No source->target replication flows are enabled: set for example 'A->B.enabled = true'")
     return specs
 

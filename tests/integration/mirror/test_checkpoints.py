@@ -237,3 +237,66 @@ async def test_translation_survives_restart_and_handles_old_positions(cluster_a,
     assert behind_on_b[TopicPartition(f"A.{topic}", 1)] <= 3
     # ...and its position on partition 0 precedes every sync: no checkpoint, nothing written
     assert remote not in behind_on_b
+
+
+def cli(*args: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "framework.cli.main", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+async def test_translate_and_failover_commands(cluster_a, cluster_b, flow_config, unique_name, tmp_path):
+    prefix = unique_name("fo")
+    topic = f"{prefix}-orders"
+    await fill(cluster_a, topic)
+    worker = {"bootstrap.servers": cluster_b.bootstrap_servers, "offset.flush.interval.ms": "500"}
+    connectors = [{"name": f"{prefix}-source", **flow_config(topics=f"{prefix}.*", offset_lag_max=10)},
+                  {"name": f"{prefix}-checkpoint", **checkpoint_config(
+                      flow_config, prefix, **{"sync.group.offsets.enabled": "false"})}]
+    group = f"{prefix}-app"
+    consumed = {TopicPartition(topic, p): 50 for p in range(PARTITIONS)}
+    async with running_standalone(worker, connectors):
+        await read_all(cluster_b.bootstrap_servers, f"A.{topic}", expect=PARTITIONS * PER_PARTITION)
+        await commit_on(cluster_a.bootstrap_servers, group, consumed)
+        await _wait_for_checkpoints(cluster_b, {group})
+        await asyncio.sleep(1.5)  # every partition's checkpoint
+    common = ["--group", group, "--source", "A", "--target-bootstrap", cluster_b.bootstrap_servers,
+              "--source-bootstrap", cluster_a.bootstrap_servers]
+
+    translated = cli("offsets", "translate", *common)
+    assert translated.returncode == 0, translated.stderr
+    assert f"group {group} on the target: Dead" in translated.stdout
+    rows = [line.split() for line in translated.stdout.splitlines() if line.startswith(f"A.{topic}-")]
+    assert len(rows) == PARTITIONS and all(row[1] == "50" for row in rows)
+    reread = sum(int(row[4]) for row in rows)
+    assert f"would read {reread} record(s) again and skip none" in translated.stdout
+
+    dry = cli("failover", *common, "--dry-run")
+    assert dry.returncode == 0 and "dry run: would commit 3 offset(s)" in dry.stdout, dry.stdout + dry.stderr
+    assert not await _group_exists(cluster_b.bootstrap_servers, group)
+
+    done = cli("failover", *common)
+    assert done.returncode == 0 and "committed 3 offset(s)" in done.stdout, done.stdout + done.stderr
+    on_b = await group_offsets(cluster_b.bootstrap_servers, group)
+    assert {tp.partition: o for tp, o in on_b.items()} == {int(row[0].rsplit("-", 1)[1]): int(row[2]) for row in rows}
+
+    # a live member on the target: refused, one readable line, nothing changed
+    member = AIOKafkaConsumer(bootstrap_servers=cluster_b.bootstrap_servers, group_id=group, enable_auto_commit=False)
+    await member.start()
+    try:
+        member.subscribe([f"A.{topic}"])
+        await member.getmany(timeout_ms=3000)
+        refused = cli("failover", *common)
+        assert refused.returncode == 1
+        assert refused.stderr.strip().splitlines()[-1].startswith(f"mirrorline: error: group {group} is Stable")
+    finally:
+        await member.stop()
+
+
+async def _group_exists(bootstrap, group) -> bool:
+    try:
+        return bool(await group_offsets(bootstrap, group))
+    except GroupCoordinatorNotAvailableError:
+        return False

@@ -10,6 +10,9 @@ import sys
 
 import pytest
 
+from aiokafka.admin import AIOKafkaAdminClient
+
+from connectors.mirror_client.formats import Heartbeat
 from framework.testing.kafka import create_topic, produce, read_all, record_tuples
 
 pytestmark = pytest.mark.integration
@@ -25,6 +28,8 @@ A->B.topics = {topics}
 A->B.tasks.max = 2
 replication.factor = 1
 offset-syncs.topic.replication.factor = 1
+checkpoints.topic.replication.factor = 1
+heartbeats.topic.replication.factor = 1
 refresh.topics.interval.seconds = 2
 B.offset.flush.interval.ms = 500
 """)
@@ -55,6 +60,17 @@ async def test_mm2_properties_flow_mirrors_and_stops_cleanly(cluster_a, cluster_
         got = await read_all(cluster_b.bootstrap_servers, f"A.{topic}", expect=300, timeout=60)
         for partition in range(3):
             assert record_tuples(got[partition]) == [(k, v, h, ts) for p, k, v, h, ts in sent if p == partition]
+        # all three connectors run, as in MM2: the B->A flow's heartbeats reach B as A.heartbeats
+        # (other tests' heartbeats share the topic: wait for this flow's own)
+        deadline = asyncio.get_running_loop().time() + 60
+        while True:
+            heartbeats = await read_all(cluster_b.bootstrap_servers, "A.heartbeats", expect=1, timeout=60)
+            decoded = [Heartbeat.decode(r.key, r.value) for r in heartbeats[0]]
+            if any((h.source_cluster_alias, h.target_cluster_alias) == ("B", "A") for h in decoded):
+                break
+            assert asyncio.get_running_loop().time() < deadline, "no B->A heartbeat reached B as A.heartbeats"
+            await asyncio.sleep(1)
+        assert "A.checkpoints.internal" in await _topics(cluster_b.bootstrap_servers)
     finally:
         code = stop(proc)
     assert code == 0, proc.stderr.read()
@@ -113,3 +129,12 @@ async def test_sigkill_mid_stream_loses_nothing(cluster_a, cluster_b, unique_nam
     if report:
         with open(report, "a") as handle:
             handle.write(f"sigkill_duplicates={duplicates} of {total}\n")
+
+
+async def _topics(bootstrap: str) -> set[str]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        return set(await admin.list_topics())
+    finally:
+        await admin.close()

@@ -1,0 +1,160 @@
+"""``mirrorline offsets translate`` and ``mirrorline failover``: moving a consumer group to the target.
+
+Both read the group's checkpoints on the target (``<source>.checkpoints.internal``), so they
+work when the source cluster is gone. With ``--source-bootstrap`` they also count exactly
+how many records the group would read again after switching (see
+:func:`connectors.mirror_client.client.reread_count`).
+
+``failover`` commits the translated offsets to the same group on the target. It refuses while
+the group has active members there (the broker would refuse too) and never moves a partition
+backwards unless ``--allow-backwards``; ``--dry-run`` shows the change without making it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from framework.api import Command, ConnectError, WorkerLauncher
+from framework.api.configfile import load_config_file
+from framework.api.kafka_admin import alter_consumer_group_offsets, describe_consumer_group_state
+from framework.api.kafka_clients import client_kwargs
+
+from connectors.mirror_client.client import MirrorClient, reread_count
+from connectors.mirror_client.formats import Checkpoint
+
+
+@dataclass
+class PartitionPlan:
+    """One partition of a group: where the checkpoint puts it, where it is, what failover would do."""
+
+    tp: TopicPartition
+    checkpoint: Checkpoint
+    current: int | None
+    reread: int | None
+
+    @property
+    def backwards(self) -> bool:
+        """True when committing the checkpoint would move the group back."""
+        return self.current is not None and self.checkpoint.downstream_offset < self.current
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--group", required=True, help="consumer group to translate")
+    parser.add_argument("--source", required=True, help="alias of the cluster the group ran on (e.g. A)")
+    parser.add_argument("--target-bootstrap", required=True, help="bootstrap.servers of the target cluster")
+    parser.add_argument("--target-config", help="client settings for the target (.properties/.yaml): security, "
+                                                "replication.policy.* ...")
+    parser.add_argument("--source-bootstrap", help="bootstrap.servers of the source, to count re-reads exactly")
+    parser.add_argument("--source-config", help="client settings for the source")
+
+
+def _props(bootstrap: str, path: str | None) -> dict[str, str]:
+    return {**(load_config_file(path) if path else {}), "bootstrap.servers": bootstrap}
+
+
+async def plan(args: argparse.Namespace) -> tuple[list[PartitionPlan], str]:
+    """The group's checkpoints on the target, its current offsets there, its state, and re-read counts."""
+    target_props = _props(args.target_bootstrap, args.target_config)
+    async with MirrorClient(target_props) as client:
+        checkpoints = await client.checkpoints(args.group, args.source)
+        if not checkpoints:
+            raise ConnectError(f"no checkpoints for group {args.group} from {args.source} on "
+                               f"{args.target_bootstrap}: is the checkpoint connector running for this flow?")
+        state = await describe_consumer_group_state(client.admin, args.group)
+        current = {tp: om.offset for tp, om in (await client.admin.list_consumer_group_offsets(args.group)).items()
+                   if om.offset >= 0}
+        policy = client.policy
+    rereads: dict[TopicPartition, int | None] = {}
+    if args.source_bootstrap:
+        source_kwargs = client_kwargs(_props(args.source_bootstrap, args.source_config), "consumer")[0]
+        target_kwargs = client_kwargs(target_props, "consumer")[0]
+        source = AIOKafkaConsumer(**source_kwargs, enable_auto_commit=False)
+        target = AIOKafkaConsumer(**target_kwargs, enable_auto_commit=False)
+        await source.start()
+        await target.start()
+        try:
+            for tp, checkpoint in checkpoints.items():
+                upstream = policy.upstream_topic(tp.topic) if policy.topic_source(tp.topic) == args.source else None
+                if upstream:
+                    rereads[tp] = await reread_count(source, TopicPartition(upstream, tp.partition),
+                                                     checkpoint.upstream_offset, target, tp,
+                                                     checkpoint.downstream_offset)
+        finally:
+            await source.stop()
+            await target.stop()
+    plans = [PartitionPlan(tp, c, current.get(tp), rereads.get(tp)) for tp, c in checkpoints.items()]
+    return plans, state
+
+
+def _print(plans: list[PartitionPlan], group: str, state: str) -> None:
+    print(f"group {group} on the target: {state}")
+    print(f"{'topic-partition':<50} {'source pos':>10} {'target pos':>10} {'current':>9} {'re-read':>8}")
+    for p in plans:
+        reread = "n/a" if p.reread is None else str(p.reread)
+        current = "-" if p.current is None else str(p.current)
+        print(f"{p.tp.topic + '-' + str(p.tp.partition):<50} {p.checkpoint.upstream_offset:>10} "
+              f"{p.checkpoint.downstream_offset:>10} {current:>9} {reread:>8}")
+    known = [p.reread for p in plans if p.reread is not None]
+    if known:
+        print(f"a consumer switching now would read {sum(known)} record(s) again and skip none")
+
+
+class TranslateCommand(Command):
+    """``mirrorline offsets translate``: print a group's translated positions and re-read counts."""
+
+    name = "offsets"
+    help = "consumer-group offset tools for mirrored clusters (offsets translate ...)"
+
+    def configure_parser(self, parser: argparse.ArgumentParser) -> None:
+        actions = parser.add_subparsers(dest="offsets_action", metavar="ACTION", required=True)
+        _add_common(actions.add_parser("translate", help="print a group's positions translated for the target"))
+
+    async def run(self, args: argparse.Namespace, launcher: WorkerLauncher) -> int:
+        plans, state = await plan(args)
+        _print(plans, args.group, state)
+        return 0
+
+
+class FailoverCommand(Command):
+    """``mirrorline failover``: commit a group's translated offsets on the target cluster."""
+
+    name = "failover"
+    help = "commit a consumer group's translated offsets on the target cluster"
+
+    def configure_parser(self, parser: argparse.ArgumentParser) -> None:
+        _add_common(parser)
+        parser.add_argument("--dry-run", action="store_true", help="show the change without committing it")
+        parser.add_argument("--force", action="store_true",
+                            help="try even if the group has active members on the target (the broker may refuse)")
+        parser.add_argument("--allow-backwards", action="store_true",
+                            help="also move partitions whose current offset on the target is further ahead")
+
+    async def run(self, args: argparse.Namespace, launcher: WorkerLauncher) -> int:
+        plans, state = await plan(args)
+        _print(plans, args.group, state)
+        if state not in ("Empty", "Dead") and not args.force:
+            raise ConnectError(f"group {args.group} is {state} on the target: stop its consumers there first "
+                               f"(or pass --force)")
+        changes = {p.tp: (p.checkpoint.downstream_offset, p.checkpoint.metadata) for p in plans
+                   if args.allow_backwards or not p.backwards}
+        kept = [p for p in plans if p.backwards and not args.allow_backwards]
+        for p in kept:
+            print(f"kept {p.tp.topic}-{p.tp.partition} at {p.current}: the checkpoint ({p.checkpoint.downstream_offset}) "
+                  f"is behind it (--allow-backwards to move it)")
+        if args.dry_run:
+            print(f"dry run: would commit {len(changes)} offset(s) for group {args.group}; nothing changed")
+            return 0
+        if changes:
+            from aiokafka.admin import AIOKafkaAdminClient
+
+            admin = AIOKafkaAdminClient(**client_kwargs(_props(args.target_bootstrap, args.target_config), "admin")[0])
+            await admin.start()
+            try:
+                await alter_consumer_group_offsets(admin, args.group, changes)
+            finally:
+                await admin.close()
+        print(f"committed {len(changes)} offset(s) for group {args.group} on the target")
+        return 0
