@@ -108,7 +108,6 @@ async def test_group_fails_over_to_b_without_skipping(cluster_a, cluster_b, mirr
         async with MirrorClient({"bootstrap.servers": cluster_b.bootstrap_servers}) as client:
             translated = await client.translate_offsets(group, "A")
             assert {tp: om.offset for tp, om in translated.items()} == on_b
-            assert "A" in await client.upstream_clusters() or await client.heartbeat_topics() == []
 
         # a consumer on B in the same group reads every record after its position on A
         consumer = AIOKafkaConsumer(bootstrap_servers=cluster_b.bootstrap_servers, group_id=group,

@@ -12,6 +12,7 @@ import pytest
 
 from aiokafka.admin import AIOKafkaAdminClient
 
+from connectors.mirror_client.client import MirrorClient
 from connectors.mirror_client.formats import Heartbeat
 from framework.testing.kafka import create_topic, produce, read_all, record_tuples
 
@@ -71,6 +72,12 @@ async def test_mm2_properties_flow_mirrors_and_stops_cleanly(cluster_a, cluster_
             assert asyncio.get_running_loop().time() < deadline, "no B->A heartbeat reached B as A.heartbeats"
             await asyncio.sleep(1)
         assert "A.checkpoints.internal" in await _topics(cluster_b.bootstrap_servers)
+        # applications on B can see where their data comes from, through the MirrorClient
+        async with MirrorClient({"bootstrap.servers": cluster_b.bootstrap_servers}) as client:
+            assert "A" in await client.upstream_clusters()
+            assert await client.replication_hops("A") == 1
+            assert f"A.{topic}" in await client.remote_topics("A")
+            assert "A.checkpoints.internal" in await client.checkpoint_topics()
     finally:
         code = stop(proc)
     assert code == 0, proc.stderr.read()
