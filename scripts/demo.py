@@ -21,10 +21,9 @@ import time
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
 
 from framework.localkafka import LocalKafka, LocalKafkaError
-from framework.testing.kafka import create_topic, partitions_of, produce
+from framework.testing.kafka import create_topic, partitions_of, produce, topics_of
 
 TOPIC = "demo.orders"
 REMOTE = f"A.{TOPIC}"
@@ -47,13 +46,7 @@ B.offset.flush.interval.ms = 1000
 
 
 async def ensure_topic(bootstrap: str) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        exists = TOPIC in await admin.list_topics()
-    finally:
-        await admin.close()
-    if not exists:
+    if TOPIC not in await topics_of(bootstrap):
         await create_topic(bootstrap, TOPIC, 3)
 
 

@@ -24,6 +24,16 @@ async def create_topic(bootstrap: str, name: str, partitions: int = 1, config: d
         await admin.close()
 
 
+async def topics_of(bootstrap: str) -> set[str]:
+    """Every topic name on the cluster."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        return set(await admin.list_topics())
+    finally:
+        await admin.close()
+
+
 async def partitions_of(bootstrap: str, topic: str) -> list[int]:
     """The partition ids of ``topic`` as the broker sees them now (empty if it does not exist)."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)

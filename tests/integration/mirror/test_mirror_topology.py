@@ -8,7 +8,7 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
 
 from framework.api.kafka_admin import incremental_alter_configs
-from framework.testing.kafka import create_topic, partitions_of, produce, read_all, record_tuples
+from framework.testing.kafka import create_topic, partitions_of, produce, read_all, record_tuples, topics_of
 from framework.testing.worker import Rest, all_running, running_standalone
 
 pytestmark = pytest.mark.integration
@@ -24,15 +24,6 @@ async def eventually(check, timeout: float = 30.0, interval: float = 0.5):
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         await asyncio.sleep(interval)
-
-
-async def topics_on(bootstrap: str) -> set[str]:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        return set(await admin.list_topics())
-    finally:
-        await admin.close()
 
 
 async def topic_config(bootstrap: str, topic: str, name: str) -> str | None:
@@ -102,7 +93,7 @@ async def test_new_topics_partitions_and_configs_follow_the_source(cluster_a, cl
         assert record_tuples(grown[3]) == [(k, v, h, ts) for _, k, v, h, ts in tail]
 
         # the excluded topic and the over-long remote name never appear on B; the skip is counted
-        on_b = await topics_on(cluster_b.bootstrap_servers)
+        on_b = await topics_of(cluster_b.bootstrap_servers)
         assert f"A.{skipped}" not in on_b
         assert not any(t.endswith(long_name) for t in on_b)
         status, state = await rest.call("GET", f"/connectors/{name}/status")
@@ -135,7 +126,7 @@ async def test_active_active_flows_never_loop(cluster_a, cluster_b, flow_config,
         await read_all(cluster_b.bootstrap_servers, f"A.{on_a}", expect=10)
         await read_all(cluster_a.bootstrap_servers, f"B.{on_b}", expect=10)
         await asyncio.sleep(5)  # two refresh intervals: time enough for a loop to show
-        topics_a, topics_b = await topics_on(cluster_a.bootstrap_servers), await topics_on(cluster_b.bootstrap_servers)
+        topics_a, topics_b = await topics_of(cluster_a.bootstrap_servers), await topics_of(cluster_b.bootstrap_servers)
     assert f"B.{on_b}" in topics_a and f"A.{on_a}" in topics_b
     assert f"A.B.{on_b}" not in topics_b and f"B.A.{on_a}" not in topics_a
     assert not any(t.startswith(("A.B.", "B.A.")) for t in topics_a | topics_b)

@@ -10,11 +10,9 @@ import sys
 
 import pytest
 
-from aiokafka.admin import AIOKafkaAdminClient
-
 from connectors.mirror_client.client import MirrorClient
 from connectors.mirror_client.formats import Heartbeat
-from framework.testing.kafka import create_topic, produce, read_all, record_tuples
+from framework.testing.kafka import create_topic, produce, read_all, record_tuples, topics_of
 
 pytestmark = pytest.mark.integration
 
@@ -71,7 +69,7 @@ async def test_mm2_properties_flow_mirrors_and_stops_cleanly(cluster_a, cluster_
                 break
             assert asyncio.get_running_loop().time() < deadline, "no B->A heartbeat reached B as A.heartbeats"
             await asyncio.sleep(1)
-        assert "A.checkpoints.internal" in await _topics(cluster_b.bootstrap_servers)
+        assert "A.checkpoints.internal" in await topics_of(cluster_b.bootstrap_servers)
         # applications on B can see where their data comes from, through the MirrorClient
         async with MirrorClient({"bootstrap.servers": cluster_b.bootstrap_servers}) as client:
             assert "A" in await client.upstream_clusters()
@@ -137,11 +135,3 @@ async def test_sigkill_mid_stream_loses_nothing(cluster_a, cluster_b, unique_nam
         with open(report, "a") as handle:
             handle.write(f"sigkill_duplicates={duplicates} of {total}\n")
 
-
-async def _topics(bootstrap: str) -> set[str]:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        return set(await admin.list_topics())
-    finally:
-        await admin.close()
