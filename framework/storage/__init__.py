@@ -7,8 +7,13 @@ connectors and the herder never know which one they use.
 """
 
 from framework.storage.configs import ConfigStore, MemoryConfigStore, TargetState
+from framework.storage.kafka_configs import KafkaConfigStore
+from framework.storage.kafka_log import KafkaBasedLog
+from framework.storage.kafka_offsets import KafkaOffsetStore
+from framework.storage.kafka_status import KafkaStatusStore
 from framework.storage.offsets import FileOffsetStore, MemoryOffsetStore, OffsetStore, partition_key
 from framework.storage.status import MemoryStatusStore, State, Status, StatusStore
 
-__all__ = ["ConfigStore", "FileOffsetStore", "MemoryConfigStore", "MemoryOffsetStore", "MemoryStatusStore",
-           "OffsetStore", "State", "Status", "StatusStore", "TargetState", "partition_key"]
+__all__ = ["ConfigStore", "FileOffsetStore", "KafkaBasedLog", "KafkaConfigStore", "KafkaOffsetStore",
+           "KafkaStatusStore", "MemoryConfigStore", "MemoryOffsetStore", "MemoryStatusStore", "OffsetStore", "State",
+           "Status", "StatusStore", "TargetState", "partition_key"]

@@ -1,0 +1,242 @@
+"""Connector configs, task configs and target states in Kafka Connect's config topic.
+
+The topic has exactly one partition (so every worker reads every change in the same order)
+and is compacted. Records, string keys and schemaless JSON values, as Java Connect writes them:
+
+- ``connector-<name>`` -> ``{"properties": {...}}``; null when the connector is deleted
+  (deletion also forgets its task configs and target state);
+- ``task-<name>-<n>`` -> ``{"properties": {...}}``: buffered, not applied yet;
+- ``commit-<name>`` -> ``{"tasks": N}``: applies the buffered task configs of the connector at
+  once, if tasks ``0..N-1`` are all there (extra, older task records may be left over by
+  compaction and are ignored, as Connect ignores them); otherwise the connector's task configs
+  are inconsistent and read as empty until a complete commit comes;
+- ``target-state-<name>`` -> ``{"state": "STARTED"|"PAUSED", "state.v2": ...}``; STOPPED is
+  written ``state=PAUSED, state.v2=STOPPED`` so that workers predating STOPPED read PAUSED;
+  ``state.v2`` wins when present; null means "never set" (STARTED).
+
+Other record types (``restart-connector-*``, ``session-key``, ``tasks-fencing-*``,
+``logger-cluster-*``) are skipped. Records that cannot be parsed are logged and skipped.
+
+``put_*`` and ``remove_connector`` write, then read the topic to its end, so the change is
+visible on return. The ``listener`` is called with ``(kind, connector)`` - kind ``"connector"``
+(config written or deleted), ``"tasks"`` (task configs committed) or ``"target_state"`` -
+for changes read after ``start()`` loaded the existing records, including this store's own
+writes; it runs on the event loop and must not block. ``offset`` is the config-topic offset
+read so far (the next offset to read; -1 before anything was read), what Connect workers
+compare during rebalances.
+
+Topic settings (worker config): ``config.storage.topic``, ``config.storage.replication.factor``
+(default 3). An existing topic with more than one partition is refused, as Connect refuses it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from aiokafka import ConsumerRecord
+
+from framework.storage.configs import ConfigStore, TargetState
+from framework.storage.kafka_log import KafkaBasedLog
+
+log = logging.getLogger(__name__)
+
+DEFAULT_REPLICATION_FACTOR = 3
+
+CONNECTOR_PREFIX = "connector-"
+TASK_PREFIX = "task-"
+COMMIT_PREFIX = "commit-"
+TARGET_STATE_PREFIX = "target-state-"
+
+
+def _encode(value: Any) -> bytes | None:
+    return None if value is None else json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def target_state_value(state: TargetState) -> dict[str, str]:
+    """The record value for ``state``: STOPPED doubles as PAUSED for workers that predate it."""
+    state = TargetState(state)
+    return {"state": TargetState.PAUSED.value if state is TargetState.STOPPED else state.value,
+            "state.v2": state.value}
+
+
+class KafkaConfigStore(ConfigStore):
+    """Configs kept in the compacted, single-partition config topic (distributed mode)."""
+
+    def __init__(self, topic: str, client_props: Mapping[str, Any], *,
+                 replication_factor: int = DEFAULT_REPLICATION_FACTOR, topic_config: Mapping[str, Any] | None = None,
+                 listener: Callable[[str, str], None] | None = None):
+        self.listener = listener
+        self._configs: dict[str, dict[str, str]] = {}
+        self._task_counts: dict[str, int] = {}
+        self._tasks: dict[tuple[str, int], dict[str, str]] = {}
+        self._deferred: dict[str, dict[int, dict[str, str]]] = {}
+        self._inconsistent: set[str] = set()
+        self._states: dict[str, TargetState] = {}
+        self._offset = -1
+        self._started = False
+        self.log = KafkaBasedLog(topic, client_props, self._on_record, partitions=1,
+                                 replication_factor=replication_factor, topic_config=topic_config)
+
+    @classmethod
+    def from_config(cls, worker_config: Mapping[str, Any], listener: Callable[[str, str], None] | None = None,
+                    ) -> KafkaConfigStore:
+        """A store configured from worker settings (client settings come from the same map)."""
+        return cls(str(worker_config["config.storage.topic"]), worker_config, listener=listener,
+                   replication_factor=int(worker_config.get("config.storage.replication.factor",
+                                                            DEFAULT_REPLICATION_FACTOR)))
+
+    @property
+    def topic(self) -> str:
+        """The config topic."""
+        return self.log.topic
+
+    @property
+    def offset(self) -> int:
+        """The next config-topic offset to read (-1 before any record was read)."""
+        return self._offset
+
+    def inconsistent(self) -> set[str]:
+        """Connectors whose last task-config commit did not find all its task records."""
+        return set(self._inconsistent)
+
+    async def start(self) -> None:
+        await self.log.start()
+        if len(self.log.topic_partitions) != 1:
+            count = len(self.log.topic_partitions)
+            await self.log.stop()
+            raise ValueError(f"config topic {self.topic!r} must have exactly 1 partition, but has {count}")
+        self._started = True
+
+    async def stop(self) -> None:
+        self._started = False
+        await self.log.stop()
+
+    # --- reads --------------------------------------------------------------------------
+
+    def connectors(self):
+        return {name: dict(config) for name, config in sorted(self._configs.items())}
+
+    def task_configs(self, connector):
+        if connector in self._inconsistent:
+            return []
+        return [dict(self._tasks[(connector, i)]) for i in range(self._task_counts.get(connector, 0))]
+
+    def target_state(self, connector):
+        return self._states.get(connector, TargetState.STARTED)
+
+    # --- writes -------------------------------------------------------------------------
+
+    async def put_connector(self, connector, config):
+        await self._write([(CONNECTOR_PREFIX + connector, {"properties": {k: str(v) for k, v in config.items()}})])
+
+    async def remove_connector(self, connector):
+        await self._write([(CONNECTOR_PREFIX + connector, None), (TARGET_STATE_PREFIX + connector, None)])
+
+    async def put_task_configs(self, connector, configs):
+        tasks = [(f"{TASK_PREFIX}{connector}-{i}", {"properties": {k: str(v) for k, v in c.items()}})
+                 for i, c in enumerate(configs)]
+        if tasks:  # every task record acknowledged before the commit that makes them visible
+            await self.log.send_batch([(key.encode("utf-8"), _encode(value)) for key, value in tasks])
+        await self._write([(COMMIT_PREFIX + connector, {"tasks": len(configs)})])
+
+    async def put_target_state(self, connector, state):
+        await self._write([(TARGET_STATE_PREFIX + connector, target_state_value(state))])
+
+    async def _write(self, records: list[tuple[str, Any]]) -> None:
+        await self.log.send_batch([(key.encode("utf-8"), _encode(value)) for key, value in records])
+        await self.log.read_to_end()
+
+    # --- reading the log ----------------------------------------------------------------
+
+    def _on_record(self, record: ConsumerRecord) -> None:
+        self._offset = record.offset + 1
+        try:
+            key = record.key.decode("utf-8") if record.key is not None else ""
+            value = json.loads(record.value) if record.value is not None else None
+        except ValueError as exc:
+            log.error("config topic %s: skipping record at offset %d that cannot be parsed: %s",
+                      record.topic, record.offset, exc)
+            return
+        if value is not None and not isinstance(value, dict):
+            log.error("config topic %s: skipping record %r: value is not a JSON object", record.topic, key)
+            return
+        if key.startswith(TARGET_STATE_PREFIX):
+            self._on_target_state(key[len(TARGET_STATE_PREFIX):], value)
+        elif key.startswith(CONNECTOR_PREFIX):
+            self._on_connector(key[len(CONNECTOR_PREFIX):], value)
+        elif key.startswith(TASK_PREFIX):
+            self._on_task(key, value)
+        elif key.startswith(COMMIT_PREFIX):
+            self._on_commit(key[len(COMMIT_PREFIX):], value)
+        else:
+            log.debug("config topic %s: skipping record %r", record.topic, key)
+
+    def _on_connector(self, connector: str, value: dict | None) -> None:
+        if value is None:
+            self._configs.pop(connector, None)
+            self._task_counts.pop(connector, None)
+            self._deferred.pop(connector, None)
+            self._inconsistent.discard(connector)
+            for task_key in [k for k in self._tasks if k[0] == connector]:
+                del self._tasks[task_key]
+        else:
+            properties = value.get("properties")
+            if not isinstance(properties, dict):
+                log.error("config topic: skipping config of connector %r without properties", connector)
+                return
+            self._configs[connector] = dict(properties)
+        self._notify("connector", connector)
+
+    def _on_task(self, key: str, value: dict | None) -> None:
+        connector, _, number = key[len(TASK_PREFIX):].rpartition("-")
+        if not connector or not number.isdigit():
+            log.error("config topic: skipping task record with malformed key %r", key)
+            return
+        if value is None:  # Connect ignores task tombstones too
+            return
+        properties = value.get("properties")
+        if not isinstance(properties, dict):
+            log.error("config topic: skipping task record %r without properties", key)
+            return
+        self._deferred.setdefault(connector, {})[int(number)] = dict(properties)
+
+    def _on_commit(self, connector: str, value: dict | None) -> None:
+        if value is None:
+            return
+        count = value.get("tasks")
+        if not isinstance(count, int) or count < 0:
+            log.error("config topic: skipping commit of connector %r without a task count", connector)
+            return
+        deferred = self._deferred.pop(connector, {})
+        if all(i in deferred for i in range(count)):
+            self._tasks.update({(connector, i): config for i, config in deferred.items()})
+            self._inconsistent.discard(connector)
+        else:
+            log.error("config topic: commit of %d task(s) for connector %r found only tasks %s; "
+                      "its task configs are inconsistent until the next complete commit",
+                      count, connector, sorted(deferred))
+            self._inconsistent.add(connector)
+        self._task_counts[connector] = count
+        self._notify("tasks", connector)
+
+    def _on_target_state(self, connector: str, value: dict | None) -> None:
+        if value is None:
+            self._states.pop(connector, None)
+        else:
+            name = value.get("state.v2", value.get("state"))
+            try:
+                self._states[connector] = TargetState(name)
+            except ValueError:
+                log.error("config topic: skipping unknown target state %r of connector %r", name, connector)
+                return
+        self._notify("target_state", connector)
+
+    def _notify(self, kind: str, connector: str) -> None:
+        if self._started and self.listener is not None:
+            try:
+                self.listener(kind, connector)
+            except Exception:  # noqa: BLE001 - the listener's problem must not stop the log
+                log.exception("config store listener failed on %s %r", kind, connector)

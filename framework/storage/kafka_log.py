@@ -1,0 +1,238 @@
+"""A compacted Kafka topic read as a log of state changes: the base of the distributed stores.
+
+:class:`KafkaBasedLog` is what Kafka Connect's ``KafkaBasedLog`` is to its offset, config and
+status stores. ``start()`` creates the topic if it is missing (always ``cleanup.policy=compact``,
+the given partition count and replication factor; an existing topic is used as it is), reads
+every partition from its beginning to its current end, feeding each record to ``on_record``,
+and then keeps tailing the topic in a background task it owns, so every record written later,
+by this process or any other, reaches ``on_record`` too. Stores rebuild their state from these
+callbacks and never read the topic themselves.
+
+Ordering: records of one partition reach ``on_record`` in offset order; there is no order
+across partitions. ``on_record`` runs on the event loop, in the tail task, one record at a
+time, and must not block. ``send()`` returns once the broker acknowledged the record
+(``acks=all``, idempotent producer, so records of one partition keep their send order); the
+record reaches ``on_record`` later, when the tail reads it. ``read_to_end()`` waits for that:
+it returns once the tail has consumed everything written before the call (the end offsets at
+call time), which is how a store makes its own writes (and everyone else's) visible to its
+readers. Records go to the partition the default partitioner picks (murmur2 of the key bytes,
+as the Java producer does), unless a partition is given.
+
+Compaction: the broker eventually keeps only the latest record of each key; a record with a
+null value (tombstone) removes the key, after ``delete.retention.ms``. Readers must therefore
+treat the topic as "the latest value per key" and never rely on seeing intermediate values.
+Offsets may have gaps (compacted records, transaction markers); the position still advances.
+
+Failure cases: a missing topic the client may not create, or a broker that stays unreachable,
+makes ``start()`` raise (the topic-creation and read timeouts apply). An existing topic whose
+``cleanup.policy`` is not ``compact`` is refused, as Connect refuses it: a delete policy would
+silently lose state. An exception raised by ``on_record`` is logged and the record skipped
+(one bad record must not stop the log). If the tail itself fails (e.g. authorization revoked),
+``read_to_end()`` raises that error from then on. ``send()`` raises the producer's error if the
+record could not be written; a batch may then be partly written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.errors import for_code
+from aiokafka.structs import RecordMetadata
+
+from framework.api.kafka_clients import client_kwargs
+
+log = logging.getLogger(__name__)
+
+_TOPIC_ALREADY_EXISTS = 36
+_TOPIC_READY_TIMEOUT_S = 30.0
+_READ_TIMEOUT_S = 60.0
+
+
+class KafkaBasedLog:
+    """A compacted topic, read from the beginning and tailed; see the module docstring."""
+
+    def __init__(self, topic: str, client_props: Mapping[str, Any], on_record: Callable[[ConsumerRecord], None],
+                 *, partitions: int, replication_factor: int, topic_config: Mapping[str, Any] | None = None):
+        self.topic = topic
+        self.client_props = dict(client_props)
+        self.on_record = on_record
+        self.partitions = partitions
+        self.replication_factor = replication_factor
+        self.topic_config = {**{k: str(v) for k, v in (topic_config or {}).items()}, "cleanup.policy": "compact"}
+        self._producer: AIOKafkaProducer | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._tps: list[TopicPartition] = []
+        self._positions: dict[TopicPartition, int] = {}
+        self._progress = asyncio.Condition()
+        self._tail: asyncio.Task | None = None
+        self._error: BaseException | None = None
+
+    @property
+    def topic_partitions(self) -> list[TopicPartition]:
+        """The topic's partitions (known after ``start()``)."""
+        return list(self._tps)
+
+    async def start(self) -> None:
+        """Create the topic if missing, read it to its end, then tail it in the background."""
+        partitions = await self._ensure_topic()
+        self._tps = [TopicPartition(self.topic, p) for p in partitions]
+        producer_kwargs, ignored = client_kwargs(self.client_props, "producer")
+        consumer_kwargs, _ = client_kwargs(self.client_props, "consumer")
+        if ignored:
+            log.debug("log %s: client settings without an aiokafka equivalent ignored: %s", self.topic, ignored)
+        producer_kwargs.update(acks="all", enable_idempotence=True)
+        producer_kwargs.pop("transactional_id", None)
+        consumer_kwargs.update(group_id=None, enable_auto_commit=False, auto_offset_reset="earliest")
+        self._producer = AIOKafkaProducer(**producer_kwargs)
+        self._consumer = AIOKafkaConsumer(**consumer_kwargs)
+        try:
+            await self._producer.start()
+            await self._consumer.start()
+            self._consumer.assign(self._tps)
+            for tp in self._tps:  # wait for assign()'s offset reset, or it may undo the seek below
+                await self._consumer.position(tp)
+            await self._consumer.seek_to_beginning(*self._tps)
+            for tp in self._tps:
+                self._positions[tp] = await self._consumer.position(tp)
+            self._tail = asyncio.get_running_loop().create_task(self._run_tail(), name=f"kafka-log-{self.topic}")
+            await self.read_to_end()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        """Stop tailing and close the clients. Safe to call more than once."""
+        tail, self._tail = self._tail, None
+        if tail is not None:
+            tail.cancel()
+            try:
+                await tail
+            except BaseException:  # noqa: BLE001 - cancelled, or the failure read_to_end reported
+                pass
+        consumer, self._consumer = self._consumer, None
+        producer, self._producer = self._producer, None
+        if consumer is not None:
+            await consumer.stop()
+        if producer is not None:
+            await producer.stop()
+
+    async def send(self, key: bytes, value: bytes | None, partition: int | None = None) -> RecordMetadata:
+        """Write one record and wait for the broker's acknowledgement; returns where it landed."""
+        [metadata] = await self.send_batch([(key, value)], partition)
+        return metadata
+
+    async def send_batch(self, records: Iterable[tuple[bytes, bytes | None]],
+                         partition: int | None = None) -> list[RecordMetadata]:
+        """Write records (in order) and wait until every one is acknowledged."""
+        if self._producer is None:
+            raise RuntimeError(f"log {self.topic} is not started")
+        futures = [await self._producer.send(self.topic, value=value, key=key, partition=partition)
+                   for key, value in records]
+        return list(await asyncio.gather(*futures))
+
+    async def read_to_end(self, timeout: float = _READ_TIMEOUT_S) -> None:
+        """Wait until the tail consumed every record written before this call."""
+        if self._consumer is None:
+            raise RuntimeError(f"log {self.topic} is not started")
+        self._raise_if_failed()
+        ends = await self._consumer.end_offsets(self._tps)
+        try:
+            async with asyncio.timeout(timeout):
+                async with self._progress:
+                    await self._progress.wait_for(
+                        lambda: self._error is not None
+                        or all(self._positions.get(tp, 0) >= end for tp, end in ends.items()))
+        except TimeoutError:
+            behind = {tp.partition: (self._positions.get(tp), end) for tp, end in ends.items()
+                      if self._positions.get(tp, 0) < end}
+            raise TimeoutError(f"log {self.topic} not read to its end within {timeout:.0f}s "
+                               f"(partition: (position, end) = {behind})") from None
+        self._raise_if_failed()
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise RuntimeError(f"log {self.topic} stopped reading: {self._error!r}") from self._error
+
+    async def _run_tail(self) -> None:
+        consumer = self._consumer
+        assert consumer is not None
+        try:
+            while True:
+                batch = await consumer.getmany(timeout_ms=1000)
+                for records in batch.values():
+                    for record in records:
+                        try:
+                            self.on_record(record)
+                        except Exception:  # noqa: BLE001 - one bad record must not stop the log
+                            log.exception("log %s: skipping record at %s-%d offset %d that could not be applied",
+                                          self.topic, record.topic, record.partition, record.offset)
+                positions = {tp: await consumer.position(tp) for tp in self._tps}
+                async with self._progress:
+                    self._positions.update(positions)
+                    self._progress.notify_all()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported through read_to_end
+            log.error("log %s: tail failed: %r", self.topic, exc)
+            async with self._progress:
+                self._error = exc
+                self._progress.notify_all()
+
+    async def _ensure_topic(self) -> list[int]:
+        """Create the topic if missing; wait until its partitions have leaders; return their ids."""
+        admin_kwargs, _ = client_kwargs(self.client_props, "admin")
+        admin = AIOKafkaAdminClient(**admin_kwargs)
+        await admin.start()
+        try:
+            response = await admin.create_topics([NewTopic(self.topic, self.partitions, self.replication_factor,
+                                                           topic_configs=self.topic_config)])
+            for topic_error in response.topic_errors:
+                code = topic_error[1]
+                if code == _TOPIC_ALREADY_EXISTS:
+                    log.debug("log %s: topic exists", self.topic)
+                elif code:
+                    message = topic_error[2] if len(topic_error) > 2 else ""
+                    raise for_code(code)(f"creating topic {self.topic!r} failed: {message or 'no message'}")
+                else:
+                    log.info("log %s: created topic (%d partitions, replication factor %d, compacted)",
+                             self.topic, self.partitions, self.replication_factor)
+            partitions = await self._wait_for_partitions(admin)
+            await self._check_compacted(admin)
+            return partitions
+        finally:
+            await admin.close()
+
+    async def _wait_for_partitions(self, admin: AIOKafkaAdminClient) -> list[int]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _TOPIC_READY_TIMEOUT_S
+        while True:
+            for entry in await admin.describe_topics([self.topic]):
+                if entry["topic"] == self.topic and entry["error_code"] == 0 and entry["partitions"] \
+                        and all(p["leader"] >= 0 for p in entry["partitions"]):
+                    return sorted(p["partition"] for p in entry["partitions"])
+            if loop.time() > deadline:
+                raise TimeoutError(f"topic {self.topic!r} has no leader for every partition "
+                                   f"after {_TOPIC_READY_TIMEOUT_S:.0f}s")
+            await asyncio.sleep(0.2)
+
+    async def _check_compacted(self, admin: AIOKafkaAdminClient) -> None:
+        """Refuse a topic whose cleanup.policy is not exactly ``compact`` (as Connect does)."""
+        try:
+            [response] = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, self.topic)])
+            [resource] = response.resources
+        except Exception as exc:  # noqa: BLE001 - e.g. not authorised to describe configs: Connect warns too
+            log.warning("log %s: could not verify cleanup.policy (%r)", self.topic, exc)
+            return
+        if resource[0]:
+            log.warning("log %s: could not verify cleanup.policy (error code %d)", self.topic, resource[0])
+            return
+        policy = next((entry[1] for entry in resource[4] if entry[0] == "cleanup.policy"), None)
+        if policy is not None and {p.strip() for p in policy.split(",")} != {"compact"}:
+            raise ValueError(f"topic {self.topic!r} must have cleanup.policy=compact to keep state safely, "
+                             f"but has cleanup.policy={policy}")

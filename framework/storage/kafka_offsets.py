@@ -1,0 +1,140 @@
+"""Source offsets in a compacted Kafka topic, in Kafka Connect's offsets-topic format.
+
+Records (Connect's internal JsonConverter, ``schemas.enable=false``, compact JSON):
+key ``[<connector>, <source partition>]``, value the source offset object, or null (a
+tombstone: the partition is forgotten). The key is serialised in the dict order it was given,
+never sorted, and non-ASCII characters are written as UTF-8 (as Jackson does): Java workers
+look offsets up by the exact key bytes, so connectors that share an offsets topic with Java
+Connect must hand over partitions in Java's order (MM2's connectors do). Records go to the
+partition the default partitioner picks for the key bytes (murmur2), as Java's do.
+
+Reads are by value: the in-memory map is keyed by :func:`~framework.storage.offsets.partition_key`,
+so a lookup finds a partition whatever its key order. ``get`` answers from memory (cheap, as
+offsets are read once when a task starts and are then the task's own); ``all`` first reads
+the topic to its end. ``put`` writes the whole batch and waits for every acknowledgement, then
+updates the map. Kafka gives no atomicity across records without transactions, so a failed
+put may leave part of its batch written; each record is still a complete, valid offset for
+its partition, which is what resumption needs (Connect has the same property).
+
+Topic settings (worker config): ``offset.storage.topic``, ``offset.storage.partitions``
+(default 25), ``offset.storage.replication.factor`` (default 3, -1 for the broker default).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from aiokafka import ConsumerRecord
+
+from framework.storage.kafka_log import KafkaBasedLog
+from framework.storage.offsets import Offset, OffsetStore, Partition, partition_key
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PARTITIONS = 25
+DEFAULT_REPLICATION_FACTOR = 3
+
+
+def offset_key(connector: str, partition: Mapping[str, Any]) -> bytes:
+    """The record key Java Connect writes: ``["<connector>",{...}]``, keys in the given order."""
+    return json.dumps([connector, dict(partition)], separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def offset_value(offset: Mapping[str, Any] | None) -> bytes | None:
+    """The record value: the offset as compact JSON, or None (tombstone)."""
+    if offset is None:
+        return None
+    return json.dumps(dict(offset), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _copy(value: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy that keeps key order (and fails early on values JSON cannot hold)."""
+    return json.loads(json.dumps(dict(value)))
+
+
+class KafkaOffsetStore(OffsetStore):
+    """Offsets kept in a compacted topic and mirrored in memory (distributed mode)."""
+
+    def __init__(self, topic: str, client_props: Mapping[str, Any], *, partitions: int = DEFAULT_PARTITIONS,
+                 replication_factor: int = DEFAULT_REPLICATION_FACTOR, topic_config: Mapping[str, Any] | None = None):
+        # partition_key -> (connector, partition, offset); where the applied value was written
+        self._data: dict[str, tuple[str, Partition, Offset]] = {}
+        self._written_at: dict[str, tuple[int, int]] = {}
+        self.log = KafkaBasedLog(topic, client_props, self._on_record, partitions=partitions,
+                                 replication_factor=replication_factor, topic_config=topic_config)
+
+    @classmethod
+    def from_config(cls, worker_config: Mapping[str, Any]) -> KafkaOffsetStore:
+        """A store configured from worker settings (client settings come from the same map)."""
+        return cls(str(worker_config["offset.storage.topic"]), worker_config,
+                   partitions=int(worker_config.get("offset.storage.partitions", DEFAULT_PARTITIONS)),
+                   replication_factor=int(worker_config.get("offset.storage.replication.factor",
+                                                            DEFAULT_REPLICATION_FACTOR)))
+
+    @property
+    def topic(self) -> str:
+        """The offsets topic."""
+        return self.log.topic
+
+    async def start(self) -> None:
+        await self.log.start()
+
+    async def stop(self) -> None:
+        await self.log.stop()
+
+    async def get(self, connector, partitions):
+        out = []
+        for partition in partitions:
+            entry = self._data.get(partition_key(connector, partition))
+            out.append(None if entry is None else json.loads(json.dumps(entry[2])))
+        return out
+
+    async def put(self, connector, offsets):
+        batch = [(_copy(partition), None if offset is None else _copy(offset)) for partition, offset in offsets]
+        if not batch:
+            return
+        written = await self.log.send_batch([(offset_key(connector, p), offset_value(o)) for p, o in batch])
+        for (partition, offset), metadata in zip(batch, written):
+            self._apply(connector, partition, offset, (metadata.partition, metadata.offset))
+
+    async def all(self, connector):
+        await self.log.read_to_end()
+        return [(json.loads(json.dumps(p)), json.loads(json.dumps(o)))
+                for c, p, o in self._data.values() if c == connector]
+
+    def _on_record(self, record: ConsumerRecord) -> None:
+        try:
+            key = json.loads(record.key) if record.key is not None else None
+            value = json.loads(record.value) if record.value is not None else None
+        except ValueError as exc:
+            log.error("offsets topic %s: ignoring record at %d/%d that is not JSON: %s",
+                      record.topic, record.partition, record.offset, exc)
+            return
+        if not (isinstance(key, list) and len(key) == 2 and isinstance(key[0], str) and isinstance(key[1], dict)):
+            log.error("offsets topic %s: ignoring record at %d/%d: key is not [connector, partition]: %r",
+                      record.topic, record.partition, record.offset, record.key)
+            return
+        if value is not None and not isinstance(value, dict):
+            log.error("offsets topic %s: ignoring record at %d/%d: offset is not a JSON object: %r",
+                      record.topic, record.partition, record.offset, record.value)
+            return
+        self._apply(key[0], key[1], value, (record.partition, record.offset))
+
+    def _apply(self, connector: str, partition: Partition, offset: Offset | None, at: tuple[int, int]) -> None:
+        """Apply a value written at (topic partition, offset), unless a later write of the key was applied.
+
+        ``put`` and the tail both apply each record (whichever comes first); comparing positions
+        keeps a slow ``put`` from overwriting a newer value the tail already read.
+        """
+        key = partition_key(connector, partition)
+        previous = self._written_at.get(key)
+        if previous is not None and previous[0] == at[0] and previous[1] >= at[1]:
+            return
+        self._written_at[key] = at
+        if offset is None:
+            self._data.pop(key, None)
+        else:
+            self._data[key] = (connector, partition, offset)
