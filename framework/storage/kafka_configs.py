@@ -39,7 +39,7 @@ from typing import Any
 from aiokafka import ConsumerRecord
 
 from framework.storage.configs import ConfigStore, TargetState
-from framework.storage.kafka_log import KafkaBasedLog
+from framework.storage.kafka_log import KafkaBasedLog, LogBackedStore, storage_settings
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def target_state_value(state: TargetState) -> dict[str, str]:
             "state.v2": state.value}
 
 
-class KafkaConfigStore(ConfigStore):
+class KafkaConfigStore(LogBackedStore, ConfigStore):
     """Configs kept in the compacted, single-partition config topic (distributed mode)."""
 
     def __init__(self, topic: str, client_props: Mapping[str, Any], *,
@@ -84,14 +84,8 @@ class KafkaConfigStore(ConfigStore):
     def from_config(cls, worker_config: Mapping[str, Any], listener: Callable[[str, str], None] | None = None,
                     ) -> KafkaConfigStore:
         """A store configured from worker settings (client settings come from the same map)."""
-        return cls(str(worker_config["config.storage.topic"]), worker_config, listener=listener,
-                   replication_factor=int(worker_config.get("config.storage.replication.factor",
-                                                            DEFAULT_REPLICATION_FACTOR)))
-
-    @property
-    def topic(self) -> str:
-        """The config topic."""
-        return self.log.topic
+        topic, _, replication_factor = storage_settings(worker_config, "config.storage", 1, DEFAULT_REPLICATION_FACTOR)
+        return cls(topic, worker_config, listener=listener, replication_factor=replication_factor)
 
     @property
     def offset(self) -> int:
@@ -103,7 +97,7 @@ class KafkaConfigStore(ConfigStore):
         return set(self._inconsistent)
 
     async def start(self) -> None:
-        await self.log.start()
+        await super().start()
         if len(self.log.topic_partitions) != 1:
             count = len(self.log.topic_partitions)
             await self.log.stop()
@@ -112,7 +106,7 @@ class KafkaConfigStore(ConfigStore):
 
     async def stop(self) -> None:
         self._started = False
-        await self.log.stop()
+        await super().stop()
 
     # --- reads --------------------------------------------------------------------------
 

@@ -236,3 +236,31 @@ class KafkaBasedLog:
         if policy is not None and {p.strip() for p in policy.split(",")} != {"compact"}:
             raise ValueError(f"topic {self.topic!r} must have cleanup.policy=compact to keep state safely, "
                              f"but has cleanup.policy={policy}")
+
+
+def storage_settings(worker_config: Mapping[str, Any], prefix: str, default_partitions: int,
+                     default_replication_factor: int = 3) -> tuple[str, int, int]:
+    """``(topic, partitions, replication factor)`` from Connect's ``<prefix>.topic`` / ``.partitions`` /
+    ``.replication.factor`` worker settings (e.g. prefix ``offset.storage``)."""
+    return (str(worker_config[f"{prefix}.topic"]),
+            int(worker_config.get(f"{prefix}.partitions", default_partitions)),
+            int(worker_config.get(f"{prefix}.replication.factor", default_replication_factor)))
+
+
+class LogBackedStore:
+    """What every Kafka-backed store shares: its log, the log's topic, and starting and stopping it."""
+
+    log: KafkaBasedLog
+
+    @property
+    def topic(self) -> str:
+        """The store's topic."""
+        return self.log.topic
+
+    async def start(self) -> None:
+        """Create the topic if needed and read it to its end."""
+        await self.log.start()
+
+    async def stop(self) -> None:
+        """Stop tailing and close the clients."""
+        await self.log.stop()

@@ -29,7 +29,7 @@ from typing import Any
 
 from aiokafka import ConsumerRecord
 
-from framework.storage.kafka_log import KafkaBasedLog
+from framework.storage.kafka_log import KafkaBasedLog, LogBackedStore, storage_settings
 from framework.storage.offsets import Offset, OffsetStore, Partition, partition_key
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ def _copy(value: Mapping[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(dict(value)))
 
 
-class KafkaOffsetStore(OffsetStore):
+class KafkaOffsetStore(LogBackedStore, OffsetStore):
     """Offsets kept in a compacted topic and mirrored in memory (distributed mode)."""
 
     def __init__(self, topic: str, client_props: Mapping[str, Any], *, partitions: int = DEFAULT_PARTITIONS,
@@ -69,21 +69,9 @@ class KafkaOffsetStore(OffsetStore):
     @classmethod
     def from_config(cls, worker_config: Mapping[str, Any]) -> KafkaOffsetStore:
         """A store configured from worker settings (client settings come from the same map)."""
-        return cls(str(worker_config["offset.storage.topic"]), worker_config,
-                   partitions=int(worker_config.get("offset.storage.partitions", DEFAULT_PARTITIONS)),
-                   replication_factor=int(worker_config.get("offset.storage.replication.factor",
-                                                            DEFAULT_REPLICATION_FACTOR)))
-
-    @property
-    def topic(self) -> str:
-        """The offsets topic."""
-        return self.log.topic
-
-    async def start(self) -> None:
-        await self.log.start()
-
-    async def stop(self) -> None:
-        await self.log.stop()
+        topic, partitions, replication_factor = storage_settings(worker_config, "offset.storage", DEFAULT_PARTITIONS,
+                                                                 DEFAULT_REPLICATION_FACTOR)
+        return cls(topic, worker_config, partitions=partitions, replication_factor=replication_factor)
 
     async def get(self, connector, partitions):
         out = []

@@ -26,7 +26,7 @@ from typing import Any
 
 from aiokafka import ConsumerRecord
 
-from framework.storage.kafka_log import KafkaBasedLog
+from framework.storage.kafka_log import KafkaBasedLog, LogBackedStore, storage_settings
 from framework.storage.status import State, Status, StatusStore
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ def status_value(status: Status) -> bytes:
                        "generation": status.generation}, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-class KafkaStatusStore(StatusStore):
+class KafkaStatusStore(LogBackedStore, StatusStore):
     """Statuses kept in the compacted status topic (distributed mode)."""
 
     def __init__(self, topic: str, client_props: Mapping[str, Any], *, partitions: int = DEFAULT_PARTITIONS,
@@ -57,21 +57,9 @@ class KafkaStatusStore(StatusStore):
     @classmethod
     def from_config(cls, worker_config: Mapping[str, Any]) -> KafkaStatusStore:
         """A store configured from worker settings (client settings come from the same map)."""
-        return cls(str(worker_config["status.storage.topic"]), worker_config,
-                   partitions=int(worker_config.get("status.storage.partitions", DEFAULT_PARTITIONS)),
-                   replication_factor=int(worker_config.get("status.storage.replication.factor",
-                                                            DEFAULT_REPLICATION_FACTOR)))
-
-    @property
-    def topic(self) -> str:
-        """The status topic."""
-        return self.log.topic
-
-    async def start(self) -> None:
-        await self.log.start()
-
-    async def stop(self) -> None:
-        await self.log.stop()
+        topic, partitions, replication_factor = storage_settings(worker_config, "status.storage", DEFAULT_PARTITIONS,
+                                                                 DEFAULT_REPLICATION_FACTOR)
+        return cls(topic, worker_config, partitions=partitions, replication_factor=replication_factor)
 
     async def put_connector(self, connector, status):
         await self._write([(CONNECTOR_PREFIX + connector, status_value(status))])
