@@ -17,7 +17,7 @@ import asyncio
 import logging
 from aiokafka.admin import NewTopic
 
-from framework.api import Config, SourceConnector
+from framework.api import BadRequestError, Config, SourceConnector
 
 from connectors.mirror_client.clients import admin_client, connect_admin
 from connectors.mirror_client.config import (
@@ -149,8 +149,6 @@ class MirrorSourceConnector(SourceConnector):
                 await admin.close()
 
     async def alter_offsets(self, config, offsets) -> None:
-        from framework.api import BadRequestError
-
         for partition, offset in offsets:
             if set(partition) != {"cluster", "topic", "partition"} or not isinstance(partition.get("partition"), int) \
                     or partition["partition"] < 0:

@@ -48,6 +48,7 @@ class StandaloneHerder(Herder):
         self._lock = asyncio.Lock()
         self._background = BackgroundTasks("herder")
         self._active_topics: dict[str, set[str]] = {}
+        self._reconfiguring: set[str] = set()
         self._started = False
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -67,10 +68,14 @@ class StandaloneHerder(Herder):
 
     # -- callbacks from connectors and tasks ----------------------------------------------
     def _request_reconfiguration(self, name: str) -> None:
+        if name in self._reconfiguring:  # one is already pending: it will see the latest state
+            return
+        self._reconfiguring.add(name)
         self._background.spawn(self._reconfigure(name), f"reconfigure-{name}")
 
     async def _reconfigure(self, name: str) -> None:
         async with self._lock:
+            self._reconfiguring.discard(name)
             if name in self.worker.connectors and self.config_store.target_state(name) != TargetState.STOPPED:
                 await self._update_tasks(name)
 
