@@ -12,9 +12,9 @@ import logging
 import sys
 
 from framework import __version__
-from framework.cli import local_kafka, plugins, standalone
+from framework.cli import distributed, local_kafka, plugins, standalone
 
-SUBCOMMANDS = [local_kafka, standalone, plugins]
+SUBCOMMANDS = [local_kafka, standalone, distributed, plugins]
 
 
 class UserError(Exception):

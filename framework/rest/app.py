@@ -18,7 +18,7 @@ from framework.api.errors import ConnectError
 from framework.rest import routes_admin, routes_connectors, routes_plugins, routes_worker
 from framework.rest.common import HERDER, LOGGERS, WORKER_ID, error_response
 from framework.rest.loggers import Loggers
-from framework.runtime.herder import Herder
+from framework.runtime.herder import REQUEST_FORWARDED, Herder
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,7 @@ def _http_exception_message(exc: web.HTTPException) -> str:
 @web.middleware
 async def error_middleware(request: web.Request, handler: _Handler) -> web.StreamResponse:
     """Turn every error into a Connect JSON error body (see the module docstring)."""
+    REQUEST_FORWARDED.set(request.query.get("forward", "").lower() == "false")
     try:
         return await handler(request)
     except ConnectError as exc:

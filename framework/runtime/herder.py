@@ -16,13 +16,19 @@ Return values are plain JSON-ready dicts and lists in Kafka Connect's REST shape
 - ConnectorOffsets ``{"offsets": [{"partition": {...}, "offset": {...}}]}``
 
 Implementations: :class:`framework.runtime.standalone.StandaloneHerder` (one worker, file
-and memory stores); the distributed herder comes with the distributed mode.
+and memory stores) and :class:`framework.runtime.distributed.herder.DistributedHerder` (a
+cluster of workers sharing Kafka-backed stores, forwarding leader-only writes).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from contextvars import ContextVar
 from typing import Any
+
+#: True while handling a request another worker forwarded here (REST ``?forward=false``): a
+#: herder that is not the one to carry it out must refuse it instead of forwarding it again.
+REQUEST_FORWARDED: ContextVar[bool] = ContextVar("request_forwarded", default=False)
 
 
 class Herder(ABC):

@@ -12,15 +12,12 @@ import logging
 import traceback
 from typing import Any
 
-from framework import __version__
-from framework.api.config import ConfigValue
-from framework.api.connector import Connector, SourceConnector
+from framework.api.connector import SourceConnector
 from framework.api.errors import AlreadyExistsError, BadRequestError, ForbiddenError, NotFoundError
 from framework.api.records import ConnectorTaskId
-from framework.plugins import PluginRegistry, full_name
+from framework.plugins import PluginRegistry
+from framework.runtime.abstract_herder import INITIAL_STATES, AbstractHerder
 from framework.runtime.background import BackgroundTasks
-from framework.runtime.connector_config import CONNECTOR_CONFIG_DEF
-from framework.runtime.herder import Herder
 from framework.runtime.worker import Worker
 from framework.storage.configs import ConfigStore, TargetState
 from framework.storage.offsets import OffsetStore
@@ -28,10 +25,8 @@ from framework.storage.status import State, StatusStore
 
 log = logging.getLogger(__name__)
 
-INITIAL_STATES = {"RUNNING": TargetState.STARTED, "PAUSED": TargetState.PAUSED, "STOPPED": TargetState.STOPPED}
 
-
-class StandaloneHerder(Herder):
+class StandaloneHerder(AbstractHerder):
     """Runs every connector on this one worker."""
 
     def __init__(self, worker_id: str, worker_config, plugins: PluginRegistry, *, offset_store: OffsetStore,
@@ -50,6 +45,11 @@ class StandaloneHerder(Herder):
         self._active_topics: dict[str, set[str]] = {}
         self._reconfiguring: set[str] = set()
         self._started = False
+
+    @property
+    def worker_id(self) -> str:
+        """This worker's id (its advertised REST host:port)."""
+        return self.worker.worker_id
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
@@ -92,19 +92,6 @@ class StandaloneHerder(Herder):
         if self.worker_config["topic.tracking.enable"]:
             self._active_topics.setdefault(connector, set()).add(topic)
 
-    # -- helpers -------------------------------------------------------------------------
-    def _require(self, name: str) -> dict[str, str]:
-        config = self.config_store.connectors().get(name)
-        if config is None:
-            raise NotFoundError(f"Connector {name} not found")
-        return config
-
-    def _connector_type(self, config: dict[str, Any]) -> str:
-        try:
-            return self.plugins.connector_class(str(config.get("connector.class", ""))).type
-        except NotFoundError:
-            return "unknown"
-
     async def _start_connector_and_tasks(self, name: str) -> None:
         state = self.config_store.target_state(name)
         if state == TargetState.STOPPED:
@@ -144,26 +131,10 @@ class StandaloneHerder(Herder):
         await self._stop_tasks(name)
         await self.worker.stop_connector(name)
 
-    # -- worker ---------------------------------------------------------------------------
-    async def server_info(self) -> dict[str, Any]:
-        return {"version": __version__, "commit": "unknown", "kafka_cluster_id": self.kafka_cluster_id}
-
     async def health(self) -> tuple[str, str]:
         if not self._started:
             return "starting", "Worker is still starting up."
         return "healthy", "Worker has completed startup and is ready to handle requests."
-
-    # -- connectors -----------------------------------------------------------------------
-    async def connectors(self) -> list[str]:
-        return sorted(self.config_store.connectors())
-
-    async def connector_info(self, name: str) -> dict[str, Any]:
-        config = self._require(name)
-        tasks = [{"connector": name, "task": i} for i in range(len(self.config_store.task_configs(name)))]
-        return {"name": name, "config": config, "tasks": tasks, "type": self._connector_type(config)}
-
-    async def connector_config(self, name: str) -> dict[str, str]:
-        return self._require(name)
 
     async def put_connector_config(self, name, config, *, allow_replace, initial_state=None):
         config = {str(k): str(v) for k, v in config.items() if v is not None}
@@ -184,18 +155,6 @@ class StandaloneHerder(Herder):
             await self._start_connector_and_tasks(name)
         return not exists, await self.connector_info(name)
 
-    async def patch_connector_config(self, name, patch):
-        config = dict(self._require(name))
-        for key, value in patch.items():
-            if value is None:
-                config.pop(key, None)
-            else:
-                config[key] = value
-        if str(config.get("name", name)) != name:
-            raise BadRequestError("Connector name configuration (name) cannot be changed by PATCH")
-        _, info = await self.put_connector_config(name, config, allow_replace=True)
-        return info
-
     async def delete_connector(self, name: str) -> None:
         async with self._lock:
             self._require(name)
@@ -204,27 +163,6 @@ class StandaloneHerder(Herder):
             await self.status_store.remove(name)
             self.worker.warnings.pop(name, None)
             self._active_topics.pop(name, None)
-
-    async def connector_status(self, name: str) -> dict[str, Any]:
-        config = self._require(name)
-        status = self.status_store.connector(name)
-        connector = status.info() if status else {"state": State.UNASSIGNED.value, "worker_id": self.worker.worker_id}
-        if self.worker.warnings.get(name):
-            connector["warnings"] = list(self.worker.warnings[name])
-        tasks = [{"id": i, **s.info()} for i, s in self.status_store.tasks(name).items()]
-        return {"name": name, "connector": connector, "tasks": tasks, "type": self._connector_type(config)}
-
-    async def task_status(self, name: str, task: int) -> dict[str, Any]:
-        self._require(name)
-        status = self.status_store.tasks(name).get(task)
-        if status is None:
-            raise NotFoundError(f"Task {name}-{task} not found")
-        return {"id": task, **status.info()}
-
-    async def task_configs(self, name: str) -> list[dict[str, Any]]:
-        self._require(name)
-        return [{"id": {"connector": name, "task": i}, "config": c}
-                for i, c in enumerate(self.config_store.task_configs(name))]
 
     async def restart_connector(self, name, *, include_tasks=False, only_failed=False):
         async with self._lock:
@@ -301,32 +239,16 @@ class StandaloneHerder(Herder):
             await self.worker.set_connector_state(name, State.STOPPED)
 
     # -- offsets --------------------------------------------------------------------------
-    def _require_stopped(self, name: str) -> dict[str, str]:
-        config = self._require(name)
-        if self.config_store.target_state(name) != TargetState.STOPPED or self.worker.connector_tasks(name):
-            raise BadRequestError(
-                "Connectors must be in the STOPPED state before their offsets can be modified. This can be done "
-                f"for the specified connector by issuing a 'PUT' request to the '/connectors/{name}/stop' endpoint")
-        return config
+    def _runs_tasks_here(self, name: str) -> bool:
+        return bool(self.worker.connector_tasks(name))
 
-    async def connector_offsets(self, name: str) -> dict[str, Any]:
-        self._require(name)
-        pairs = await self.offset_store.all(name)
-        return {"offsets": [{"partition": p, "offset": o} for p, o in pairs]}
+    def connector_warnings(self, name: str) -> list[str]:
+        return self.worker.warnings.get(name, [])
 
     async def alter_connector_offsets(self, name: str, offsets: list[dict[str, Any]]) -> str:
         async with self._lock:
             config = self._require_stopped(name)
-            if not offsets:
-                raise BadRequestError("The offsets to be altered must not be empty")
-            pairs = []
-            for entry in offsets:
-                partition, offset = entry.get("partition"), entry.get("offset")
-                if not isinstance(partition, dict) or not partition:
-                    raise BadRequestError("Each offset must have a non-empty JSON object as its 'partition'")
-                if offset is not None and not isinstance(offset, dict):
-                    raise BadRequestError("Each 'offset' must be a JSON object or null")
-                pairs.append((partition, offset))
+            pairs = self._parse_offsets(offsets)
             connector_class = self.plugins.connector_class(config["connector.class"])
             if issubclass(connector_class, SourceConnector):
                 await connector_class().alter_offsets(config, pairs)
@@ -358,70 +280,4 @@ class StandaloneHerder(Herder):
             if task.id.connector == name:
                 task.forget_topics()
 
-    # -- plugins --------------------------------------------------------------------------
-    async def connector_plugins(self, connectors_only: bool = True) -> list[dict[str, Any]]:
-        plugins = []
-        for name, cls in self.plugins.connectors().items():
-            info = {"class": name, "type": cls.type}
-            version = _version_of(cls)
-            if version is not None:
-                info["version"] = version
-            plugins.append(info)
-        return plugins
 
-    async def plugin_config(self, plugin: str) -> list[dict[str, Any]]:
-        cls = self.plugins.connector_class(plugin)
-        return [key.info() for key in cls.config_def.keys.values()]
-
-    async def validate_connector_config(self, plugin: str, config: dict[str, Any]) -> dict[str, Any]:
-        cls = self.plugins.connector_class(plugin)
-        named = config.get("connector.class")
-        if named is not None and not self.plugins.matches(cls, str(named)):
-            raise BadRequestError(f"Included connector type {named} does not match request type {plugin}")
-        config = {**config, "connector.class": str(named or full_name(cls))}
-        return _config_infos(full_name(cls), cls, config)
-
-    def _validate_or_raise(self, config: dict[str, Any]) -> None:
-        try:
-            cls = self.plugins.connector_class(str(config.get("connector.class", "")))
-        except NotFoundError as exc:
-            if not config.get("connector.class"):
-                raise BadRequestError("Connector config is missing required configuration \"connector.class\"") from None
-            raise BadRequestError(str(exc)) from None
-        infos = _config_infos(full_name(cls), cls, config)
-        errors = [f"{c['value']['name']}: {e}" for c in infos["configs"] for e in c["value"]["errors"]]
-        if errors:
-            raise BadRequestError(
-                f"Connector configuration is invalid and contains the following {len(errors)} error(s):\n"
-                + "\n".join(errors)
-                + f"\nYou can also find the above list of errors at the endpoint "
-                  f"`/connector-plugins/{cls.__name__}/config/validate`")
-
-
-def _version_of(cls: type[Connector]) -> str | None:
-    try:
-        version = cls().version()
-    except Exception:
-        return None
-    return None if version in (None, "", "unknown") else version
-
-
-def _config_infos(name: str, cls: type[Connector], config: dict[str, Any]) -> dict[str, Any]:
-    """Connect's ConfigInfos for ``config``: common settings, then the connector's own."""
-    common_def = CONNECTOR_CONFIG_DEF
-    values: list[tuple[Any, ConfigValue]] = [(common_def.keys[v.name], v) for v in common_def.validate(config)]
-    try:
-        own = cls().validate(config)
-    except Exception as exc:  # a plugin's validate must not turn bad input into a 500
-        own = [ConfigValue("connector.class", config.get("connector.class"),
-                           errors=[f"The connector's validate() raised: {exc}"])]
-    own_keys = cls.config_def.keys
-    values += [(own_keys.get(v.name), v) for v in own if v.name not in common_def.keys or v.errors]
-    configs = []
-    for key, value in values:
-        definition = key.info() if key is not None else {"name": value.name}
-        configs.append({"definition": definition,
-                        "value": value.info(key.type if key is not None else common_def.keys["name"].type)})
-    groups = [*common_def.groups(), *[g for g in cls.config_def.groups() if g not in common_def.groups()]]
-    return {"name": name, "error_count": sum(len(v.errors) for _, v in values), "groups": groups,
-            "configs": configs}

@@ -62,14 +62,21 @@ class Worker:
         self._on_topic = on_topic
         self.connectors: dict[str, RunningConnector] = {}
         self.tasks: dict[ConnectorTaskId, WorkerSourceTask] = {}
+        #: The group generation written with every status (distributed mode; 0 otherwise).
+        self.generation = 0
 
     # -- statuses ------------------------------------------------------------------------
     async def set_connector_state(self, name: str, state: State, trace: str | None = None) -> None:
         """Record a connector's state under this worker's id."""
-        await self.status_store.put_connector(name, Status(state, self.worker_id, trace))
+        await self.status_store.put_connector(name, Status(state, self.worker_id, trace, self.generation))
+
+    async def set_task_state(self, task_id: ConnectorTaskId, state: State, trace: str | None = None) -> None:
+        """Record a task's state under this worker's id."""
+        await self.status_store.put_task(task_id.connector, task_id.task,
+                                         Status(state, self.worker_id, trace, self.generation))
 
     async def _task_status(self, task_id: ConnectorTaskId, state: State, trace: str | None) -> None:
-        await self.status_store.put_task(task_id.connector, task_id.task, Status(state, self.worker_id, trace))
+        await self.set_task_state(task_id, state, trace)
 
     def _warn(self, name: str, message: str) -> None:
         messages = self.warnings.setdefault(name, [])
@@ -122,25 +129,42 @@ class Worker:
         return [{str(k): _as_setting(v) for k, v in c.items()} for c in configs[:max_tasks]]
 
     # -- tasks ---------------------------------------------------------------------------
-    async def start_task(self, task_id: ConnectorTaskId, task_config: dict[str, str], paused: bool = False) -> None:
-        """Start one task of a running connector."""
-        running = self.connectors[task_id.connector]
+    async def start_task(self, task_id: ConnectorTaskId, task_config: dict[str, str], paused: bool = False,
+                         connector_config: dict[str, Any] | None = None) -> None:
+        """Start one task; a failure to start leaves it FAILED (with its trace) in the status store.
+
+        The connector's settings (producer overrides, the task class) come from the connector
+        instance when it runs here, otherwise from ``connector_config`` (distributed mode runs
+        tasks on workers other than their connector's).
+        """
+        running = self.connectors.get(task_id.connector)
+        try:
+            if running is not None:
+                connector_class, connector_settings = type(running.connector), running.config
+            else:
+                if connector_config is None:
+                    raise ValueError(f"connector {task_id.connector} does not run here and no config was given")
+                connector_class, connector_settings = self.parse_connector_config(connector_config)
+            task = connector_class().task_class()()
+        except Exception as exc:
+            log.error("Task %s cannot be created: %s", task_id, exc)
+            await self.set_task_state(task_id, State.FAILED, "".join(traceback.format_exception(exc)))
+            return
         producer_props = {
             "bootstrap.servers": ",".join(self.config["bootstrap.servers"]),
             "client.id": f"{self.config['client.id']}-{task_id}",
             **self.config.with_prefix(PRODUCER_PREFIX),
-            **running.config.with_prefix(PRODUCER_OVERRIDE_PREFIX),
+            **connector_settings.with_prefix(PRODUCER_OVERRIDE_PREFIX),
         }
         kwargs, ignored = client_kwargs(producer_props, "producer")
         if ignored:
             log.info("Task %s: producer settings with no aiokafka equivalent are ignored: %s", task_id, ignored)
-        task = running.connector.task_class()()
         worker_task = WorkerSourceTask(
             task_id, task, task_config, producer_kwargs=kwargs, offset_store=self.offset_store,
             on_status=self._task_status, flush_interval_s=self.config["offset.flush.interval.ms"] / 1000,
             on_topic=self._on_topic)
         self.tasks[task_id] = worker_task
-        await self.status_store.put_task(task_id.connector, task_id.task, Status(State.UNASSIGNED, self.worker_id))
+        await self.set_task_state(task_id, State.UNASSIGNED)
         await worker_task.start(paused=paused)
 
     async def stop_task(self, task_id: ConnectorTaskId) -> None:

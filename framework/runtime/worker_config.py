@@ -33,3 +33,32 @@ WORKER_CONFIG_DEF = ConfigDef([
 
 #: Worker settings starting with this prefix configure every task's producer.
 PRODUCER_PREFIX = "producer."
+
+#: Settings of a distributed worker (Connect's ``DistributedConfig`` names and defaults), on top of
+#: the common ones. Topic partitions and replication factors are read by the Kafka-backed stores.
+DISTRIBUTED_CONFIG_DEF = WORKER_CONFIG_DEF.merged(ConfigDef([
+    ConfigKey("group.id", Type.STRING, importance=Importance.HIGH,
+              doc="Workers with the same group.id form one cluster and share its connectors."),
+    ConfigKey("config.storage.topic", Type.STRING, importance=Importance.HIGH,
+              doc="Compacted, single-partition topic holding connector configs, task configs and target states."),
+    ConfigKey("offset.storage.topic", Type.STRING, importance=Importance.HIGH,
+              doc="Compacted topic holding source offsets."),
+    ConfigKey("status.storage.topic", Type.STRING, importance=Importance.HIGH,
+              doc="Compacted topic holding connector and task statuses."),
+    ConfigKey("config.storage.replication.factor", Type.INT, default=3, importance=Importance.LOW,
+              doc="Replication factor of the config topic when the worker creates it."),
+    ConfigKey("offset.storage.replication.factor", Type.INT, default=3, importance=Importance.LOW,
+              doc="Replication factor of the offsets topic when the worker creates it."),
+    ConfigKey("offset.storage.partitions", Type.INT, default=25, validator=Range(min=1), importance=Importance.LOW,
+              doc="Partitions of the offsets topic when the worker creates it."),
+    ConfigKey("status.storage.replication.factor", Type.INT, default=3, importance=Importance.LOW,
+              doc="Replication factor of the status topic when the worker creates it."),
+    ConfigKey("status.storage.partitions", Type.INT, default=5, validator=Range(min=1), importance=Importance.LOW,
+              doc="Partitions of the status topic when the worker creates it."),
+    ConfigKey("session.timeout.ms", Type.INT, default=10000, validator=Range(min=1), importance=Importance.HIGH,
+              doc="How long the group waits for a silent worker before giving its connectors and tasks to others."),
+    ConfigKey("heartbeat.interval.ms", Type.INT, default=3000, validator=Range(min=1), importance=Importance.HIGH,
+              doc="How often a worker tells the group it is alive (well under session.timeout.ms)."),
+    ConfigKey("rebalance.timeout.ms", Type.INT, default=60000, validator=Range(min=1), importance=Importance.HIGH,
+              doc="How long workers have to stop what they give up and rejoin during a rebalance."),
+]))

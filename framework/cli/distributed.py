@@ -1,0 +1,23 @@
+"""``mirrorline distributed WORKER_CONFIG``, like ``connect-distributed``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from framework.api.configfile import load_config_file
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``distributed`` subcommand."""
+    parser = sub.add_parser("distributed", help="run a worker of a cluster (Kafka Connect distributed mode)")
+    parser.add_argument("worker_config", help="worker settings (.properties or .yaml), with group.id and the "
+                                              "config/offset/status storage topics")
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from framework.runtime.distributed.process import run_distributed
+
+    asyncio.run(run_distributed(load_config_file(args.worker_config)))
+    return 0

@@ -1,0 +1,1 @@
+"""Distributed mode: workers sharing connectors through Kafka's group protocol and compacted topics."""

@@ -1,0 +1,590 @@
+"""DistributedHerder: one worker of a cluster that shares connectors through Kafka, as Connect's.
+
+State lives in three compacted topics, read by every worker: connector and task configs and
+target states (config topic), source offsets, and statuses. Membership and the share of work
+come from Kafka's group protocol (:mod:`~framework.runtime.distributed.membership`), with the
+incremental, sticky assignment of :mod:`~framework.runtime.distributed.assignment`.
+
+Who writes what:
+
+- connector configs, deletions and ``stop`` are written by the **leader**; other workers
+  forward those REST requests to it (``409`` while the group is rebalancing, as Connect);
+- pause and resume write the target state from whichever worker gets the request;
+- the worker running a connector generates its task configs and commits them to the config
+  topic (Connect routes them through the leader; here the config topic orders them, and only
+  the connector's current owner writes);
+- every worker records the statuses of what it runs (``worker_id`` = its REST host:port, with
+  the group generation), and ``UNASSIGNED`` when it lets a task or connector go.
+
+Every worker reacts to what it reads in the config topic: new or deleted connectors and
+changed task counts ask the group to rebalance; changed task configs restart the affected
+tasks where they run; target states pause, resume or stop what runs here. All of that, and
+applying assignments, happens one change at a time on one owned coroutine, so nothing
+interleaves. A task is started only after its previous owner stopped it (see the assignment
+module), and a worker that learns it was dropped from the group stops everything at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import traceback
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from framework.api.config import Config
+from framework.api.connector import SourceConnector
+from framework.api.errors import AlreadyExistsError, BadRequestError, ForbiddenError, NotFoundError, \
+    RebalanceInProgressError
+from framework.api.records import ConnectorTaskId
+from framework.plugins import PluginRegistry
+from framework.runtime.abstract_herder import INITIAL_STATES, AbstractHerder
+from framework.runtime.background import BackgroundTasks
+from framework.runtime.distributed import metrics
+from framework.runtime.distributed.assignment import CONFIG_MISMATCH, Assignment, MemberState, assign
+from framework.runtime.distributed.forwarding import WorkerClient, connector_path
+from framework.runtime.distributed.membership import MembershipListener, WorkerGroupMember
+from framework.runtime.herder import REQUEST_FORWARDED
+from framework.runtime.worker import Worker
+from framework.storage.configs import TargetState
+from framework.storage.kafka_configs import KafkaConfigStore
+from framework.storage.kafka_offsets import KafkaOffsetStore
+from framework.storage.kafka_status import KafkaStatusStore
+from framework.storage.status import State
+
+log = logging.getLogger(__name__)
+
+_REBALANCING = ("Cannot complete request momentarily due to a rebalance of the worker cluster; "
+                "retry in a few seconds.")
+
+
+class DistributedHerder(AbstractHerder, MembershipListener):
+    """Runs its share of the cluster's connectors and tasks, and serves the cluster's REST API."""
+
+    def __init__(self, worker_raw: Mapping[str, str], worker_config: Config, plugins: PluginRegistry, *,
+                 kafka_cluster_id: str | None = None, managed_connectors: list[dict[str, str]] | None = None):
+        """``worker_raw`` are the worker settings as given (client settings included);
+        ``managed_connectors`` are configs the leader keeps written (MM2 mode writes its flows' connectors)."""
+        self.plugins = plugins
+        self.worker_config = worker_config
+        self.kafka_cluster_id = kafka_cluster_id
+        self.url = ""
+        raw = {k: str(v) for k, v in worker_raw.items()}
+        for key in ("config.storage.replication.factor", "offset.storage.replication.factor",
+                    "offset.storage.partitions", "status.storage.replication.factor", "status.storage.partitions"):
+            raw[key] = str(worker_config[key])
+        self.offset_store = KafkaOffsetStore.from_config(raw)
+        self.status_store = KafkaStatusStore.from_config(raw)
+        self.config_store = KafkaConfigStore.from_config(raw, listener=self._on_config_change)
+        self.worker = Worker("pending", worker_config, plugins, self.offset_store, self.status_store,
+                             on_reconfigure=self._on_reconfigure_request, on_connector_error=self._on_connector_error,
+                             on_topic=self._record_topic)
+        self.member = WorkerGroupMember(
+            worker_config["group.id"], worker_config["config.storage.topic"], raw, self,
+            session_timeout_ms=worker_config["session.timeout.ms"],
+            heartbeat_interval_ms=worker_config["heartbeat.interval.ms"],
+            rebalance_timeout_ms=worker_config["rebalance.timeout.ms"])
+        self.managed_connectors = list(managed_connectors or [])
+        self._client = WorkerClient()
+        self._events: asyncio.Queue = asyncio.Queue()
+        self._background = BackgroundTasks("distributed-herder")
+        self._assignment: Assignment | None = None
+        self._owned_connectors: set[str] = set()
+        self._owned_tasks: set[ConnectorTaskId] = set()
+        self._known_connectors: set[str] = set()
+        self._task_counts: dict[str, int] = {}
+        self._reconfiguring: set[str] = set()
+        self._active_topics: dict[str, set[str]] = {}
+        self._rebalancing = True
+        self._stopping = False
+        self._rebalances = 0
+
+    @property
+    def worker_id(self) -> str:
+        """This worker's id: its advertised REST ``host:port``."""
+        return self.worker.worker_id
+
+    def set_url(self, url: str, worker_id: str) -> None:
+        """Where other workers reach this one (called once the REST server listens, before start)."""
+        self.url = url
+        self.worker.worker_id = worker_id
+
+    def connector_warnings(self, name: str) -> list[str]:
+        return self.worker.warnings.get(name, [])
+
+    def _runs_tasks_here(self, name: str) -> bool:
+        return bool(self.worker.connector_tasks(name))
+
+    # -- lifecycle ------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Read the three topics (creating them if needed), then join the group."""
+        for store in (self.offset_store, self.status_store, self.config_store):
+            await store.start()
+        self._known_connectors = set(self.config_store.connectors())
+        self._task_counts = {c: len(self.config_store.task_configs(c)) for c in self._known_connectors}
+        self._background.spawn(self._run_events(), "events")
+        await self.member.start()
+        log.info("Worker %s joined group %s", self.worker_id, self.member.group_id)
+
+    async def stop(self) -> None:
+        """Stop what runs here (tasks store their offsets), leave the group, close the stores."""
+        self._stopping = True
+        self._rebalancing = True
+        try:
+            await asyncio.wait_for(self._submit(self._stop_everything), self.worker_config["rebalance.timeout.ms"] / 1000)
+        except Exception as exc:  # noqa: BLE001 - keep shutting down
+            log.error("Stopping the work of worker %s failed: %r", self.worker_id, exc)
+        await self.member.stop()
+        await self._background.close()
+        await self._client.close()
+        metrics.forget_worker(self.worker_id)
+        for store in (self.config_store, self.status_store, self.offset_store):
+            await store.stop()
+
+    async def wait_until_assigned(self, timeout: float = 60.0) -> None:
+        """Wait until this worker has applied its first assignment (tests and start-up logs)."""
+        async with asyncio.timeout(timeout):
+            while self._assignment is None or self._rebalancing:
+                await asyncio.sleep(0.05)
+
+    # -- the one coroutine that changes what runs here -------------------------------------
+    def _submit(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> asyncio.Future:
+        future = asyncio.get_running_loop().create_future()
+        self._events.put_nowait((fn, args, future))
+        return future
+
+    async def _run_events(self) -> None:
+        while True:
+            fn, args, future = await self._events.get()
+            try:
+                result = await fn(*args)
+            except asyncio.CancelledError:
+                if not future.done():
+                    future.cancel()
+                raise
+            except Exception as exc:  # noqa: BLE001 - one failed change must not stop the herder
+                log.exception("Worker %s: %s%r failed", self.worker_id, getattr(fn, "__name__", fn), args)
+                if not future.done():
+                    future.set_exception(exc)
+            else:
+                if not future.done():
+                    future.set_result(result)
+
+    # -- group membership (MembershipListener) ---------------------------------------------
+    async def before_rejoin(self, membership_lost: bool) -> None:
+        if self._stopping:
+            return
+        self._rebalancing = True
+        await self._submit(self._prepare_rejoin, membership_lost)
+
+    def member_state(self) -> MemberState:
+        owned_connectors = set(self.worker.connectors) | (set() if self._stopping else self._owned_connectors)
+        owned_tasks = set(self.worker.tasks) | (set() if self._stopping else self._owned_tasks)
+        return MemberState(self.url, self.config_store.offset, tuple(sorted(owned_connectors)),
+                           tuple(sorted((t.connector, t.task) for t in owned_tasks)))
+
+    def assign(self, leader: str, members: Mapping[str, MemberState]) -> dict[str, Assignment]:
+        connectors = self.config_store.connectors()
+        counts = {c: len(self.config_store.task_configs(c)) for c in connectors}
+        assignments = assign(members, leader, connectors, counts, self.config_store.offset)
+        log.info("Leader %s assigned %d connector(s) and %d task(s) to %d worker(s): %s", self.worker_id,
+                 len(connectors), sum(counts.values()), len(members),
+                 {members[m].url: (list(a.connectors), [f"{c}-{t}" for c, t in a.tasks]) for m, a in assignments.items()})
+        return assignments
+
+    async def on_assignment(self, assignment: Assignment, generation: int) -> None:
+        if not self._stopping:
+            self._submit(self._apply_assignment, assignment, generation)
+
+    async def _prepare_rejoin(self, membership_lost: bool) -> None:
+        if membership_lost:
+            log.warning("Worker %s was dropped from group %s (session expired or fenced): stopping all its "
+                        "connectors and tasks now, as others may already run them", self.worker_id,
+                        self.member.group_id)
+            await self._stop_everything()
+        try:
+            await self.config_store.log.read_to_end()
+        except Exception as exc:  # noqa: BLE001 - join with what we have; the leader sorts out mismatches
+            log.warning("Worker %s could not read the config topic to its end before rejoining: %r",
+                        self.worker_id, exc)
+
+    async def _apply_assignment(self, assignment: Assignment, generation: int) -> None:
+        if self._stopping:
+            return
+        if assignment.error == CONFIG_MISMATCH:
+            log.info("Worker %s: the leader had read less of the config topic than a member; catching up "
+                     "and rejoining", self.worker_id)
+            await self.config_store.log.read_to_end()
+            self.member.request_rejoin()
+            return
+        if self.config_store.offset < assignment.config_offset:
+            await self.config_store.log.read_to_end()
+        self._rebalances += 1
+        self.worker.generation = generation
+        mine_connectors = set(assignment.connectors)
+        mine_tasks = {ConnectorTaskId(c, t) for c, t in assignment.tasks}
+        for task_id in sorted(set(self.worker.tasks) | self._owned_tasks):
+            if task_id not in mine_tasks:
+                await self._stop_task_here(task_id)
+        for name in sorted(set(self.worker.connectors) | self._owned_connectors):
+            if name not in mine_connectors:
+                await self._stop_connector_here(name)
+        self._assignment = assignment
+        self._rebalancing = False
+        log.info("Worker %s (generation %d%s) runs connectors %s and tasks %s", self.worker_id, generation,
+                 ", leader" if self.is_leader else "", sorted(mine_connectors), sorted(map(str, mine_tasks)))
+        metrics.record_assignment(self.worker_id, assignment, generation, self.is_leader)
+        if assignment.revoked:
+            self.member.request_rejoin()
+        for name in sorted(mine_connectors - self._owned_connectors):
+            await self._start_connector_here(name)
+        for task_id in sorted(mine_tasks - self._owned_tasks):
+            await self._start_task_here(task_id)
+        if self.is_leader and self.managed_connectors:
+            await self._write_managed_connectors()
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this worker led the group's latest rebalance."""
+        return self._assignment is not None and self._assignment.leader == self.member.member_id
+
+    # -- running and stopping things here ---------------------------------------------------
+    async def _start_connector_here(self, name: str) -> None:
+        config = self.config_store.connectors().get(name)
+        if config is None:
+            return
+        self._owned_connectors.add(name)
+        state = self.config_store.target_state(name)
+        if state == TargetState.STOPPED:
+            await self.worker.set_connector_state(name, State.STOPPED)
+            return
+        if await self.worker.start_connector(name, config, paused=state == TargetState.PAUSED):
+            await self._publish_task_configs(name)
+
+    async def _stop_connector_here(self, name: str, *, record: bool = True) -> None:
+        running = name in self.worker.connectors
+        await self.worker.stop_connector(name)
+        self._owned_connectors.discard(name)
+        if record and running:
+            await self.worker.set_connector_state(name, State.UNASSIGNED)
+
+    async def _start_task_here(self, task_id: ConnectorTaskId) -> None:
+        configs = self.config_store.task_configs(task_id.connector)
+        connector_config = self.config_store.connectors().get(task_id.connector)
+        if task_id.task >= len(configs) or connector_config is None:
+            return
+        self._owned_tasks.add(task_id)
+        paused = self.config_store.target_state(task_id.connector) == TargetState.PAUSED
+        await self.worker.start_task(task_id, configs[task_id.task], paused=paused, connector_config=connector_config)
+        metrics.task_assigned(self.worker_id, task_id, True)
+
+    async def _stop_task_here(self, task_id: ConnectorTaskId, *, record: bool = True) -> None:
+        running = task_id in self.worker.tasks
+        await self.worker.stop_task(task_id)
+        self._owned_tasks.discard(task_id)
+        metrics.task_assigned(self.worker_id, task_id, False)
+        if record and running:
+            await self.worker.set_task_state(task_id, State.UNASSIGNED)
+
+    async def _stop_everything(self) -> None:
+        for task_id in sorted(set(self.worker.tasks) | self._owned_tasks):
+            await self._stop_task_here(task_id)
+        for name in sorted(set(self.worker.connectors) | self._owned_connectors):
+            await self._stop_connector_here(name)
+        self._assignment = None
+
+    async def _publish_task_configs(self, name: str) -> None:
+        """Ask the connector running here for task configs; commit them if they changed."""
+        self._reconfiguring.discard(name)
+        if name not in self.worker.connectors or self.config_store.target_state(name) == TargetState.STOPPED:
+            return
+        try:
+            configs = await self.worker.task_configs(name)
+        except Exception as exc:  # noqa: BLE001 - the connector's failure, reported in its status
+            log.error("Connector %s failed to generate task configs: %s", name, exc)
+            await self.worker.stop_connector(name)
+            await self.worker.set_connector_state(name, State.FAILED, "".join(traceback.format_exception(exc)))
+            return
+        if configs == self.config_store.task_configs(name) and name not in self.config_store.inconsistent():
+            return
+        if self._rebalancing or self.member.generation < 0 or name not in self._owned_connectors:
+            log.info("Connector %s: not writing task configs now (rebalancing); they are regenerated when it "
+                     "is next assigned", name)
+            return
+        await self.config_store.put_task_configs(name, configs)
+        log.info("Connector %s: committed %d task config(s)", name, len(configs))
+
+    # -- reacting to the config topic ------------------------------------------------------
+    def _on_config_change(self, kind: str, name: str) -> None:
+        if not self._stopping:
+            self._submit(self._config_changed, kind, name)
+
+    async def _config_changed(self, kind: str, name: str) -> None:
+        exists = name in self.config_store.connectors()
+        if kind == "connector" and not exists:
+            await self._connector_deleted(name)
+        elif kind == "connector":
+            if name not in self._known_connectors:
+                self._known_connectors.add(name)
+                self.member.request_rejoin()
+            elif name in self._owned_connectors and name in self.worker.connectors:
+                log.info("Connector %s: config updated; restarting it", name)
+                await self.worker.stop_connector(name)
+                self._owned_connectors.discard(name)
+                await self._start_connector_here(name)
+        elif kind == "tasks":
+            await self._task_configs_changed(name)
+        elif kind == "target_state" and exists:
+            await self._apply_target_state(name)
+
+    async def _connector_deleted(self, name: str) -> None:
+        ran_here = name in self._owned_connectors or any(t.connector == name for t in self._owned_tasks)
+        for task_id in [t for t in sorted(set(self.worker.tasks) | self._owned_tasks) if t.connector == name]:
+            await self._stop_task_here(task_id, record=False)
+        await self._stop_connector_here(name, record=False)
+        self.worker.warnings.pop(name, None)
+        self._active_topics.pop(name, None)
+        self._task_counts.pop(name, None)
+        if ran_here or self.is_leader:
+            await self.status_store.remove(name)
+        if name in self._known_connectors:
+            self._known_connectors.discard(name)
+            self.member.request_rejoin()
+
+    async def _task_configs_changed(self, name: str) -> None:
+        configs = self.config_store.task_configs(name)
+        for task_id in [t for t in sorted(self._owned_tasks) if t.connector == name]:
+            running = self.worker.tasks.get(task_id)
+            if task_id.task >= len(configs):
+                await self._stop_task_here(task_id)
+            elif running is None or dict(running.config) != configs[task_id.task]:
+                log.info("Task %s: its config changed; restarting it", task_id)
+                await self._stop_task_here(task_id)
+                await self._start_task_here(task_id)
+        if self._task_counts.get(name) != len(configs):
+            self._task_counts[name] = len(configs)
+            self.member.request_rejoin()
+
+    async def _apply_target_state(self, name: str) -> None:
+        state = self.config_store.target_state(name)
+        tasks = [t for t in self.worker.connector_tasks(name)]
+        if state == TargetState.STOPPED:
+            for task_id in tasks:
+                await self._stop_task_here(task_id)
+            if name in self._owned_connectors:
+                await self.worker.stop_connector(name)
+                await self.worker.set_connector_state(name, State.STOPPED)
+            return
+        if state == TargetState.PAUSED:
+            if name in self.worker.connectors:
+                await self.worker.set_connector_state(name, State.PAUSED)
+            for task_id in tasks:
+                await self.worker.tasks[task_id].pause()
+            return
+        if name in self._owned_connectors and name not in self.worker.connectors:
+            self._owned_connectors.discard(name)  # it was stopped: start it again
+            await self._start_connector_here(name)
+        elif name in self.worker.connectors:
+            await self.worker.set_connector_state(name, State.RUNNING)
+        for task_id in tasks:
+            await self.worker.tasks[task_id].resume()
+
+    # -- callbacks from connectors and tasks running here ----------------------------------
+    def _on_reconfigure_request(self, name: str) -> None:
+        if name not in self._reconfiguring and not self._stopping:
+            self._reconfiguring.add(name)
+            self._submit(self._publish_task_configs, name)
+
+    def _on_connector_error(self, name: str, error: BaseException) -> None:
+        if not self._stopping:
+            self._submit(self._fail_connector, name, error)
+
+    async def _fail_connector(self, name: str, error: BaseException) -> None:
+        log.error("Connector %s reported a fatal error and is stopped: %s", name, error)
+        await self.worker.stop_connector(name)
+        await self.worker.set_connector_state(name, State.FAILED, "".join(traceback.format_exception(error)))
+
+    def _record_topic(self, connector: str, topic: str) -> None:
+        if self.worker_config["topic.tracking.enable"]:
+            self._active_topics.setdefault(connector, set()).add(topic)
+
+    # -- the leader's writes ---------------------------------------------------------------
+    def _leader_url(self) -> str | None:
+        """None when this worker is the leader; the leader's URL otherwise (409 while rebalancing)."""
+        if self._rebalancing or self._assignment is None:
+            raise RebalanceInProgressError(_REBALANCING)
+        if self.is_leader:
+            return None
+        if REQUEST_FORWARDED.get():
+            raise RebalanceInProgressError(
+                "Cannot complete request because this worker is no longer the leader (a rebalance is "
+                "under way); retry shortly.")
+        return self._assignment.leader_url
+
+    async def _write_managed_connectors(self) -> None:
+        for config in self.managed_connectors:
+            name = config["name"]
+            if self.config_store.connectors().get(name) != config:
+                log.info("Leader %s writes the config of connector %s", self.worker_id, name)
+                if name not in self.config_store.connectors():
+                    await self.config_store.put_target_state(name, TargetState.STARTED)
+                await self.config_store.put_connector(name, config)
+
+    # -- worker ---------------------------------------------------------------------------
+    async def health(self) -> tuple[str, str]:
+        if self._assignment is None:
+            return "starting", "Worker has not yet joined its group and received an assignment."
+        return "healthy", "Worker has completed startup and is ready to handle requests."
+
+    # -- connectors -----------------------------------------------------------------------
+    async def put_connector_config(self, name, config, *, allow_replace, initial_state=None):
+        config = {str(k): str(v) for k, v in config.items() if v is not None}
+        config["name"] = name
+        target = INITIAL_STATES.get((initial_state or "RUNNING").upper())
+        if target is None:
+            raise BadRequestError(f"Invalid initial state {initial_state}; expected RUNNING, PAUSED or STOPPED")
+        self._validate_or_raise(config)
+        leader = self._leader_url()
+        if leader is not None:
+            if allow_replace:
+                status, info = await self._client.request("PUT", leader, connector_path(name, "config"), config)
+            else:
+                body = {"name": name, "config": config, "initial_state": initial_state or "RUNNING"}
+                status, info = await self._client.request("POST", leader, "/connectors", body)
+            return status == 201, info
+        exists = name in self.config_store.connectors()
+        if exists and not allow_replace:
+            raise AlreadyExistsError(f"Connector {name} already exists")
+        if not exists:  # the target state first, so no worker starts the connector in the wrong state
+            await self.config_store.put_target_state(name, target)
+        await self.config_store.put_connector(name, config)
+        return not exists, await self.connector_info(name)
+
+    async def delete_connector(self, name: str) -> None:
+        self._require(name)
+        leader = self._leader_url()
+        if leader is not None:
+            await self._client.request("DELETE", leader, connector_path(name))
+            return
+        await self.config_store.remove_connector(name)
+
+    async def stop_connector(self, name: str) -> None:
+        self._require(name)
+        leader = self._leader_url()
+        if leader is not None:
+            await self._client.request("PUT", leader, connector_path(name, "stop"))
+            return
+        await self.config_store.put_target_state(name, TargetState.STOPPED)
+        await self.config_store.put_task_configs(name, [])
+
+    async def pause_connector(self, name: str) -> None:
+        self._require(name)
+        await self.config_store.put_target_state(name, TargetState.PAUSED)
+
+    async def resume_connector(self, name: str) -> None:
+        self._require(name)
+        await self.config_store.put_target_state(name, TargetState.STARTED)
+
+    # -- restarts: carried out where the instance runs --------------------------------------
+    def _owner_url(self, worker_id: str) -> str | None:
+        """None if ``worker_id`` is this worker; otherwise its REST URL."""
+        if worker_id == self.worker_id:
+            return None
+        if REQUEST_FORWARDED.get():
+            raise RebalanceInProgressError(
+                f"Cannot complete request: the instance is no longer run by this worker but by {worker_id}; "
+                f"retry shortly.")
+        return f"http://{worker_id}"
+
+    async def restart_connector(self, name, *, include_tasks=False, only_failed=False):
+        self._require(name)
+        if self._rebalancing:
+            raise RebalanceInProgressError(_REBALANCING)
+        connector_status = self.status_store.connector(name)
+        if not include_tasks and not only_failed:
+            await self._restart_connector_instance(name, connector_status.worker_id if connector_status else None)
+            return None
+        restart_connector = not only_failed or (connector_status and connector_status.state == State.FAILED)
+        tasks = {i: s for i, s in self.status_store.tasks(name).items()
+                 if include_tasks and (not only_failed or s.state == State.FAILED)}
+        plan = await self.connector_status(name)
+        if restart_connector:
+            plan["connector"]["state"] = State.RESTARTING.value
+        for task in plan["tasks"]:
+            if task["id"] in tasks:
+                task["state"] = State.RESTARTING.value
+                task.pop("trace", None)
+        if restart_connector:
+            await self._restart_connector_instance(name, connector_status.worker_id if connector_status else None)
+        for task, status in tasks.items():
+            await self._restart_task_on(name, task, status.worker_id)
+        return plan
+
+    async def _restart_connector_instance(self, name: str, owner: str | None) -> None:
+        url = self._owner_url(owner) if owner else None
+        if url is not None and owner != self.worker_id:
+            await self._client.request("POST", url, connector_path(name, "restart"))
+            return
+        if name not in self._owned_connectors:
+            raise RebalanceInProgressError(f"Connector {name} is not assigned to any worker yet; retry shortly.")
+        await self._submit(self._restart_connector_here, name)
+
+    async def _restart_connector_here(self, name: str) -> None:
+        await self.worker.stop_connector(name)
+        self._owned_connectors.discard(name)
+        await self._start_connector_here(name)
+
+    async def restart_task(self, name: str, task: int) -> None:
+        self._require(name)
+        if task not in range(len(self.config_store.task_configs(name))):
+            raise NotFoundError(f"Task {name}-{task} not found")
+        status = self.status_store.tasks(name).get(task)
+        if status is None:
+            raise RebalanceInProgressError(f"Task {name}-{task} is not assigned to any worker yet; retry shortly.")
+        await self._restart_task_on(name, task, status.worker_id)
+
+    async def _restart_task_on(self, name: str, task: int, owner: str) -> None:
+        url = self._owner_url(owner)
+        if url is not None:
+            await self._client.request("POST", url, connector_path(name, "tasks", str(task), "restart"))
+            return
+        task_id = ConnectorTaskId(name, task)
+        if task_id not in self._owned_tasks:
+            raise RebalanceInProgressError(f"Task {task_id} is moving between workers; retry shortly.")
+        await self._submit(self._restart_task_here, task_id)
+
+    async def _restart_task_here(self, task_id: ConnectorTaskId) -> None:
+        await self._stop_task_here(task_id, record=False)
+        await self._start_task_here(task_id)
+
+    # -- offsets --------------------------------------------------------------------------
+    async def alter_connector_offsets(self, name: str, offsets: list[dict[str, Any]]) -> str:
+        config = self._require_stopped(name)
+        pairs = self._parse_offsets(offsets)
+        connector_class = self.plugins.connector_class(config["connector.class"])
+        if issubclass(connector_class, SourceConnector):
+            await connector_class().alter_offsets(config, pairs)
+        await self.offset_store.put(name, pairs)
+        return "The offsets for this connector have been altered successfully"
+
+    async def reset_connector_offsets(self, name: str) -> str:
+        self._require_stopped(name)
+        pairs = await self.offset_store.all(name)
+        if pairs:
+            await self.offset_store.put(name, [(p, None) for p, _ in pairs])
+        return "The offsets for this connector have been reset successfully"
+
+    # -- topics (tracked per worker) --------------------------------------------------------
+    async def connector_active_topics(self, name: str) -> dict[str, Any]:
+        if not self.worker_config["topic.tracking.enable"]:
+            raise ForbiddenError("Topic tracking is disabled.")
+        self._require(name)
+        return {name: {"topics": sorted(self._active_topics.get(name, set()))}}
+
+    async def reset_connector_active_topics(self, name: str) -> None:
+        if not self.worker_config["topic.tracking.enable"]:
+            raise ForbiddenError("Topic tracking is disabled.")
+        if not self.worker_config["topic.tracking.allow.reset"]:
+            raise ForbiddenError("Topic tracking reset is disabled.")
+        self._require_stopped(name)
+        self._active_topics.pop(name, None)
