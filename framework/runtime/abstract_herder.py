@@ -46,6 +46,11 @@ class AbstractHerder(Herder):
             raise NotFoundError(f"Connector {name} not found")
         return config
 
+    def _task_statuses(self, name: str) -> dict:
+        """Statuses of the connector's current tasks (a status left by a task since removed is not shown)."""
+        count = len(self.config_store.task_configs(name))
+        return {i: s for i, s in self.status_store.tasks(name).items() if i < count}
+
     def _connector_type(self, config: dict[str, Any]) -> str:
         try:
             return self.plugins.connector_class(str(config.get("connector.class", ""))).type
@@ -87,12 +92,12 @@ class AbstractHerder(Herder):
         warnings = self.connector_warnings(name)
         if warnings:
             connector["warnings"] = list(warnings)
-        tasks = [{"id": i, **s.info()} for i, s in self.status_store.tasks(name).items()]
+        tasks = [{"id": i, **s.info()} for i, s in self._task_statuses(name).items()]
         return {"name": name, "connector": connector, "tasks": tasks, "type": self._connector_type(config)}
 
     async def task_status(self, name: str, task: int) -> dict[str, Any]:
         self._require(name)
-        status = self.status_store.tasks(name).get(task)
+        status = self._task_statuses(name).get(task)
         if status is None:
             raise NotFoundError(f"Task {name}-{task} not found")
         return {"id": task, **status.info()}

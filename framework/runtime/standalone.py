@@ -172,7 +172,7 @@ class StandaloneHerder(AbstractHerder):
                 return None
             connector_status = self.status_store.connector(name)
             restart_connector = not only_failed or (connector_status and connector_status.state == State.FAILED)
-            tasks = {i for i, s in self.status_store.tasks(name).items()
+            tasks = {i for i, s in self._task_statuses(name).items()
                      if include_tasks and (not only_failed or s.state == State.FAILED)}
             plan = await self.connector_status(name)
             if restart_connector:

@@ -54,6 +54,9 @@ from framework.storage.status import State
 
 log = logging.getLogger(__name__)
 
+#: How long a write waits for a rebalance under way to finish before answering 409.
+REBALANCE_WAIT_S = 10.0
+
 _REBALANCING = ("Cannot complete request momentarily due to a rebalance of the worker cluster; "
                 "retry in a few seconds.")
 
@@ -409,10 +412,21 @@ class DistributedHerder(AbstractHerder, MembershipListener):
             self._active_topics.setdefault(connector, set()).add(topic)
 
     # -- the leader's writes ---------------------------------------------------------------
-    def _leader_url(self) -> str | None:
+    async def _settled(self) -> None:
+        """Wait (briefly) for a rebalance under way to finish; 409 if it does not.
+
+        Connect answers 409 at once; waiting up to REBALANCE_WAIT_S first spares clients a retry
+        after the short rebalances that config changes cause.
+        """
+        deadline = asyncio.get_running_loop().time() + REBALANCE_WAIT_S
+        while self._rebalancing or self._assignment is None:
+            if self._stopping or asyncio.get_running_loop().time() >= deadline:
+                raise RebalanceInProgressError(_REBALANCING)
+            await asyncio.sleep(0.1)
+
+    async def _leader_url(self) -> str | None:
         """None when this worker is the leader; the leader's URL otherwise (409 while rebalancing)."""
-        if self._rebalancing or self._assignment is None:
-            raise RebalanceInProgressError(_REBALANCING)
+        await self._settled()
         if self.is_leader:
             return None
         if REQUEST_FORWARDED.get():
@@ -444,7 +458,7 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         if target is None:
             raise BadRequestError(f"Invalid initial state {initial_state}; expected RUNNING, PAUSED or STOPPED")
         self._validate_or_raise(config)
-        leader = self._leader_url()
+        leader = await self._leader_url()
         if leader is not None:
             if allow_replace:
                 status, info = await self._client.request("PUT", leader, connector_path(name, "config"), config)
@@ -462,7 +476,7 @@ class DistributedHerder(AbstractHerder, MembershipListener):
 
     async def delete_connector(self, name: str) -> None:
         self._require(name)
-        leader = self._leader_url()
+        leader = await self._leader_url()
         if leader is not None:
             await self._client.request("DELETE", leader, connector_path(name))
             return
@@ -470,7 +484,7 @@ class DistributedHerder(AbstractHerder, MembershipListener):
 
     async def stop_connector(self, name: str) -> None:
         self._require(name)
-        leader = self._leader_url()
+        leader = await self._leader_url()
         if leader is not None:
             await self._client.request("PUT", leader, connector_path(name, "stop"))
             return
@@ -498,14 +512,13 @@ class DistributedHerder(AbstractHerder, MembershipListener):
 
     async def restart_connector(self, name, *, include_tasks=False, only_failed=False):
         self._require(name)
-        if self._rebalancing:
-            raise RebalanceInProgressError(_REBALANCING)
+        await self._settled()
         connector_status = self.status_store.connector(name)
         if not include_tasks and not only_failed:
             await self._restart_connector_instance(name, connector_status.worker_id if connector_status else None)
             return None
         restart_connector = not only_failed or (connector_status and connector_status.state == State.FAILED)
-        tasks = {i: s for i, s in self.status_store.tasks(name).items()
+        tasks = {i: s for i, s in self._task_statuses(name).items()
                  if include_tasks and (not only_failed or s.state == State.FAILED)}
         plan = await self.connector_status(name)
         if restart_connector:
@@ -538,7 +551,7 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         self._require(name)
         if task not in range(len(self.config_store.task_configs(name))):
             raise NotFoundError(f"Task {name}-{task} not found")
-        status = self.status_store.tasks(name).get(task)
+        status = self._task_statuses(name).get(task)
         if status is None:
             raise RebalanceInProgressError(f"Task {name}-{task} is not assigned to any worker yet; retry shortly.")
         await self._restart_task_on(name, task, status.worker_id)

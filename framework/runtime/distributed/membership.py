@@ -119,7 +119,9 @@ class WorkerGroupMember:
         self._assignor = _WorkerAssignor(self)
         kwargs, _ = client_kwargs({k: v for k, v in client_props.items()
                                    if not k.startswith(("producer.", "consumer.", "admin."))}, "consumer")
-        kwargs.pop("group_id", None)
+        for managed in ("group_id", "session_timeout_ms", "heartbeat_interval_ms", "max_poll_interval_ms",
+                        "rebalance_timeout_ms", "enable_auto_commit", "partition_assignment_strategy"):
+            kwargs.pop(managed, None)  # set from the worker's own settings below
         self._consumer = AIOKafkaConsumer(
             **kwargs, group_id=group_id, enable_auto_commit=False,
             partition_assignment_strategy=(self._assignor,), session_timeout_ms=session_timeout_ms,

@@ -187,11 +187,13 @@ async def _poll_forever(consumer):
         await consumer.getmany(timeout_ms=500)
 
 
-async def _wait_for_checkpoints(cluster_b, groups: set[str], timeout: float = 45.0):
+async def _wait_for_checkpoints(cluster_b, groups: set[str], timeout: float = 45.0, partitions: int = 1):
+    """Wait until every group has checkpoints for at least ``partitions`` partitions."""
     deadline = asyncio.get_running_loop().time() + timeout
     while asyncio.get_running_loop().time() < deadline:
         records = await read_all(cluster_b.bootstrap_servers, "A.checkpoints.internal")
-        found = {Checkpoint.decode(r.key, r.value).group for r in records.get(0, [])}
+        checkpoints = [Checkpoint.decode(r.key, r.value) for r in records.get(0, [])]
+        found = {g for g in groups if len({(c.topic, c.partition) for c in checkpoints if c.group == g}) >= partitions}
         if groups <= found:
             return
         await asyncio.sleep(0.5)
@@ -259,8 +261,7 @@ async def test_translate_and_failover_commands(cluster_a, cluster_b, flow_config
     async with running_standalone(worker, connectors):
         await read_all(cluster_b.bootstrap_servers, f"A.{topic}", expect=PARTITIONS * PER_PARTITION)
         await commit_on(cluster_a.bootstrap_servers, group, consumed)
-        await _wait_for_checkpoints(cluster_b, {group})
-        await asyncio.sleep(1.5)  # every partition's checkpoint
+        await _wait_for_checkpoints(cluster_b, {group}, partitions=PARTITIONS)
     common = ["--group", group, "--source", "A", "--target-bootstrap", cluster_b.bootstrap_servers,
               "--source-bootstrap", cluster_a.bootstrap_servers]
 
@@ -268,7 +269,8 @@ async def test_translate_and_failover_commands(cluster_a, cluster_b, flow_config
     assert translated.returncode == 0, translated.stderr
     assert f"group {group} on the target: Dead" in translated.stdout
     rows = [line.split() for line in translated.stdout.splitlines() if line.startswith(f"A.{topic}-")]
-    assert len(rows) == PARTITIONS and all(row[1] == "50" for row in rows)
+    assert len(rows) == PARTITIONS and all(row[1] == "50" for row in rows), translated.stdout
+    assert all(row[4].isdigit() for row in rows), f"a re-read count is unknown:\n{translated.stdout}"
     reread = sum(int(row[4]) for row in rows)
     assert f"would read {reread} record(s) again and skip none" in translated.stdout
 

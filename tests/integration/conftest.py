@@ -1,4 +1,4 @@
-"""Helpers for MirrorSource tests: a flow config between the session's clusters, and record checks."""
+"""Integration-test helpers: a MirrorSource flow config between the session's clusters A and B."""
 
 from __future__ import annotations
 
