@@ -40,6 +40,11 @@ replication.factor = 1
 offset-syncs.topic.replication.factor = 1
 checkpoints.topic.replication.factor = 1
 heartbeats.topic.replication.factor = 1
+config.storage.replication.factor = 1
+offset.storage.replication.factor = 1
+status.storage.replication.factor = 1
+offset.storage.partitions = 3
+status.storage.partitions = 1
 refresh.topics.interval.seconds = 5
 B.offset.flush.interval.ms = 1000
 """
@@ -121,8 +126,8 @@ def main() -> int:
     properties.write_text(MM2_PROPERTIES.format(a=a, b=b))
     print(f"running: mirrorline mm2 {properties}   (log: {STATE / 'mm2.log'})")
     with open(STATE / "mm2.log", "ab") as log:
-        mm2 = subprocess.Popen([sys.executable, "-m", "framework.cli.main", "mm2", str(properties),
-                                "--state-dir", str(STATE / "offsets")], stdout=log, stderr=log)
+        mm2 = subprocess.Popen([sys.executable, "-m", "framework.cli.main", "mm2", str(properties)],
+                               stdout=log, stderr=log)
     try:
         asyncio.run(live(a, b, mm2, args.seconds))
     except KeyboardInterrupt:

@@ -8,17 +8,19 @@ settings, flow overrides ...).
 As MM2, every flow runs the Heartbeat connector (flows not enabled run only that), and
 enabled flows also run the MirrorSource and MirrorCheckpoint connectors.
 
-Differences from MM2, until the distributed mode exists: each flow's source offsets are
-kept in a file under ``--state-dir`` (MM2 keeps them in ``mm2-offsets.<source>.internal`` on
-the target), and several nodes do not share a flow's tasks.
+As MM2's dedicated mode, each flow's worker is a distributed worker: it joins the group
+``<source>-mm2`` on the target cluster and keeps configs, offsets and statuses in
+``mm2-configs.<source>.internal``, ``mm2-offsets.<source>.internal`` and
+``mm2-status.<source>.internal`` there (names and replication factors configurable with
+the usual worker settings). Several nodes started with the same file share each flow's
+tasks, and take over a node's tasks when it stops or dies; the group's leader writes the
+connector configs derived from the file.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
-from pathlib import Path
 
 from framework.api import Command, ConfigError, WorkerLauncher, WorkerSpec
 from framework.api.configfile import load_config_file
@@ -36,13 +38,8 @@ log = logging.getLogger(__name__)
 FLOW_CONNECTORS = (SOURCE_CONNECTOR, CHECKPOINT_CONNECTOR)
 
 
-def default_state_dir() -> Path:
-    """``$MIRRORLINE_MM2_HOME`` or ``~/.local/state/mirrorline/mm2``."""
-    return Path(os.environ.get("MIRRORLINE_MM2_HOME") or os.path.expanduser("~/.local/state/mirrorline/mm2"))
-
-
-def worker_specs(config: MirrorMakerConfig, target_filter: list[str] | None, state_dir: Path) -> list[WorkerSpec]:
-    """One WorkerSpec per flow, with the connectors this build runs for it."""
+def worker_specs(config: MirrorMakerConfig, target_filter: list[str] | None) -> list[WorkerSpec]:
+    """One distributed WorkerSpec per flow, with the connectors MM2 runs for it."""
     specs = []
     for flow in config.flows(target_filter):
         connectors = [flow.connector_configs[name] for name in FLOW_CONNECTORS
@@ -51,10 +48,7 @@ def worker_specs(config: MirrorMakerConfig, target_filter: list[str] | None, sta
             connectors.append(flow.connector_configs[HEARTBEAT_CONNECTOR])
         if not connectors:
             continue
-        worker = dict(flow.worker_config)
-        worker.setdefault("offset.storage.file.filename",
-                          str(state_dir / f"{flow.source}-{flow.target}.offsets.json"))
-        specs.append(WorkerSpec(flow.name, worker, connectors))
+        specs.append(WorkerSpec(flow.name, dict(flow.worker_config), connectors, distributed=True))
     if not any(flow.enabled for flow in config.flows(target_filter)):
         raise ConfigError("No source->target replication flows are enabled: set for example 'A->B.enabled = true'")
     return specs
@@ -70,14 +64,12 @@ class MirrorMakerCommand(Command):
         parser.add_argument("mm2_properties", help="MirrorMaker 2 config file, in MM2's own format")
         parser.add_argument("--clusters", nargs="+", default=None,
                             help="run only the flows whose target is one of these aliases")
-        parser.add_argument("--state-dir", type=Path, default=None,
-                            help="where flows keep source offsets (default ~/.local/state/mirrorline/mm2)")
 
     async def run(self, args: argparse.Namespace, launcher: WorkerLauncher) -> int:
         props = load_config_file(args.mm2_properties)
         try:
             config = MirrorMakerConfig(props)
-            specs = worker_specs(config, args.clusters, args.state_dir or default_state_dir())
+            specs = worker_specs(config, args.clusters)
         except ConfigError as exc:
             raise ConfigError(f"{args.mm2_properties}: {exc}") from None
         await launcher.run(specs)

@@ -17,11 +17,21 @@ from dataclasses import dataclass, field
 
 @dataclass
 class WorkerSpec:
-    """One worker to run: its id, its worker settings, and the connectors it runs from the start."""
+    """One worker to run: its id, its worker settings, and the connectors it runs from the start.
+
+    With ``distributed`` false the worker runs alone (standalone mode: source offsets in
+    ``offset.storage.file.filename``) and creates ``connector_configs`` itself. With
+    ``distributed`` true it joins the cluster named by its ``group.id``, keeping configs,
+    offsets and statuses in the ``config/offset/status.storage.topic`` topics; processes
+    running the same spec (on one machine or several) share its connectors' tasks, and the
+    group's leader writes ``connector_configs`` (replacing stored ones that differ), as MM2's
+    dedicated mode does. A distributed worker started this way serves no REST API.
+    """
 
     worker_id: str
     worker_config: dict[str, str]
     connector_configs: list[dict[str, str]] = field(default_factory=list)
+    distributed: bool = False
 
 
 class WorkerLauncher(ABC):

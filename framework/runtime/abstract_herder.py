@@ -165,7 +165,8 @@ class AbstractHerder(Herder):
         config = {**config, "connector.class": str(named or full_name(cls))}
         return _config_infos(full_name(cls), cls, config)
 
-    def _validate_or_raise(self, config: dict[str, Any]) -> None:
+    def validate_or_raise(self, config: dict[str, Any]) -> None:
+        """BadRequestError listing every problem of a connector config (class unknown, values invalid)."""
         try:
             cls = self.plugins.connector_class(str(config.get("connector.class", "")))
         except NotFoundError as exc:

@@ -1,20 +1,26 @@
 """ProcessLauncher: runs the workers a plugin command describes (e.g. one per MM2 flow).
 
 Each WorkerSpec becomes a StandaloneHerder with its own stores, started with its connector
-configs; all run on this event loop until SIGTERM/SIGINT, then stop in reverse order, so
-every task flushes and stores its offsets. Workers started this way serve no REST API.
+configs, or (``distributed``) a DistributedHerder that joins its group and whose leader
+writes the connector configs. All run on this event loop until SIGTERM/SIGINT, then stop in
+reverse order, so every task flushes and stores its offsets. Workers started this way serve
+no REST API.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 
 from framework.api.launcher import WorkerLauncher, WorkerSpec
 from framework.plugins import PluginRegistry
 from framework.runtime.process import StopSignals, kafka_cluster_id
+from framework.runtime.distributed.herder import DistributedHerder
+from framework.runtime.herder import Herder
 from framework.runtime.standalone import StandaloneHerder
-from framework.runtime.worker_config import WORKER_CONFIG_DEF
+from framework.runtime.worker_config import DISTRIBUTED_CONFIG_DEF, WORKER_CONFIG_DEF
 from framework.storage import FileOffsetStore, MemoryConfigStore, MemoryOffsetStore, MemoryStatusStore
 
 log = logging.getLogger(__name__)
@@ -26,7 +32,7 @@ class ProcessLauncher(WorkerLauncher):
     def __init__(self, plugins: PluginRegistry, stop_event: asyncio.Event | None = None):
         self.plugins = plugins
         self.stop_event = stop_event or asyncio.Event()
-        self.herders: list[StandaloneHerder] = []
+        self.herders: list[Herder] = []
 
     async def run(self, workers: list[WorkerSpec]) -> None:
         with StopSignals(self.stop_event) as stop:
@@ -40,7 +46,9 @@ class ProcessLauncher(WorkerLauncher):
                 for herder in reversed(self.herders):
                     await herder.stop()
 
-    async def _start(self, spec: WorkerSpec) -> StandaloneHerder:
+    async def _start(self, spec: WorkerSpec) -> Herder:
+        if spec.distributed:
+            return await self._start_distributed(spec)
         config = WORKER_CONFIG_DEF.parse(spec.worker_config)
         cluster_id = await kafka_cluster_id(config)
         offsets_file = config["offset.storage.file.filename"]
@@ -51,4 +59,16 @@ class ProcessLauncher(WorkerLauncher):
         await herder.start()
         for connector in spec.connector_configs:
             await herder.put_connector_config(connector["name"], connector, allow_replace=True)
+        return herder
+
+    async def _start_distributed(self, spec: WorkerSpec) -> DistributedHerder:
+        config = DISTRIBUTED_CONFIG_DEF.parse(spec.worker_config)
+        cluster_id = await kafka_cluster_id(config)
+        herder = DistributedHerder(spec.worker_config, config, self.plugins, kafka_cluster_id=cluster_id,
+                                   managed_connectors=spec.connector_configs)
+        for connector in spec.connector_configs:  # a bad config is a one-line error now, not a FAILED status later
+            herder.validate_or_raise(connector)
+        # no REST API: the id names the process, so statuses show which node runs each task
+        herder.set_url("", f"{spec.worker_id}@{socket.gethostname()}:{os.getpid()}")
+        await herder.start()
         return herder

@@ -142,7 +142,7 @@ class StandaloneHerder(AbstractHerder):
         target = INITIAL_STATES.get((initial_state or "RUNNING").upper())
         if target is None:
             raise BadRequestError(f"Invalid initial state {initial_state}; expected RUNNING, PAUSED or STOPPED")
-        self._validate_or_raise(config)
+        self.validate_or_raise(config)
         async with self._lock:
             exists = name in self.config_store.connectors()
             if exists and not allow_replace:

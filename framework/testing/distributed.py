@@ -157,6 +157,8 @@ async def status_history(bootstrap: str, topic: str, connector: str) -> list[Sta
         if not partitions:
             await consumer._client.force_metadata_update()
             partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or []]
+        if not partitions:  # no status written yet
+            return []
         consumer.assign(partitions)
         await consumer.seek_to_beginning(*partitions)
         ends = await consumer.end_offsets(partitions)

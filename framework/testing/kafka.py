@@ -102,3 +102,24 @@ async def produce(bootstrap: str, topic: str, records, **client: object) -> None
 def record_tuples(records) -> list[tuple]:
     """``(key, value, headers, timestamp)`` of each consumed record, in order: what a mirror must keep."""
     return [(r.key, r.value, list(r.headers), r.timestamp) for r in records]
+
+
+async def read_mirrored(source_bootstrap: str, topic: str, target_bootstrap: str, remote_topic: str,
+                        timeout: float = 120.0):
+    """``(source, target)`` records by partition, once every source record is on the target.
+
+    Counting target records is not enough after a crash: duplicates can make up the count while
+    a partition still lags. This waits until each target partition holds every (key, value)
+    of its source partition, or until ``timeout``, and then returns what both hold.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        source = await read_all(source_bootstrap, topic)
+        target = await read_all(target_bootstrap, remote_topic, expect=sum(len(r) for r in source.values()),
+                                timeout=max(1.0, deadline - loop.time()))
+        complete = all({(r.key, r.value) for r in records} <= {(r.key, r.value) for r in target.get(p, [])}
+                       for p, records in source.items())
+        if complete or loop.time() > deadline:
+            return source, target
+        await asyncio.sleep(1.0)

@@ -203,6 +203,11 @@ A->B.topics = {topic}
 A->B.tasks.max = {tasks}
 replication.factor = 1
 offset-syncs.topic.replication.factor = 1
+checkpoints.topic.replication.factor = 1
+heartbeats.topic.replication.factor = 1
+config.storage.replication.factor = 1
+offset.storage.replication.factor = 1
+status.storage.replication.factor = 1
 """
 
 
@@ -257,8 +262,7 @@ def mirror_subprocess(args, tmp: Path, a: str, b: str, topic: str, n: int, offse
     with open(log_path, "w") as mm2_log:
         t0 = time.perf_counter()
         broker_cpu0 = [proc_cpu_seconds(p) for p in brokers]
-        proc = subprocess.Popen([sys.executable, "-m", "framework.cli.main", "mm2", str(props),
-                                 "--state-dir", str(tmp / "mm2-state")],
+        proc = subprocess.Popen([sys.executable, "-m", "framework.cli.main", "mm2", str(props)],
                                 cwd=REPO_ROOT, stdout=mm2_log, stderr=subprocess.STDOUT)
     log(f"  mirror process pid {proc.pid} (log {log_path})")
     progress = Progress(offsets, f"A.{topic}", args.partitions, n, t0, proc.pid)

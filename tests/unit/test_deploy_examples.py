@@ -9,7 +9,7 @@ from connectors.mm2.command import worker_specs
 from framework.api.configfile import load_config_file
 from framework.plugins import PluginRegistry
 from framework.runtime.connector_config import CONNECTOR_CONFIG_DEF
-from framework.runtime.worker_config import WORKER_CONFIG_DEF
+from framework.runtime.worker_config import DISTRIBUTED_CONFIG_DEF, WORKER_CONFIG_DEF
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"
 
@@ -26,13 +26,13 @@ def test_mm2_properties_gives_valid_flows_and_connectors(tmp_path):
     assert flows["primary->dr"].enabled and not flows["dr->primary"].enabled
     registry = PluginRegistry.discover()
     for flow in flows.values():
-        WORKER_CONFIG_DEF.parse(flow.worker_config)
+        DISTRIBUTED_CONFIG_DEF.parse(flow.worker_config)
         for name in CONNECTOR_NAMES:
             assert errors_of(registry, flow.connector_configs[name]) == [], (flow.name, name)
     source = flows["primary->dr"].connector_configs["MirrorSourceConnector"]
     assert source["tasks.max"] == "4" and source["source.cluster.bootstrap.servers"].startswith("primary-kafka-0")
     assert flows["primary->dr"].worker_config["offset.flush.interval.ms"] == "10000"
-    specs = {spec.worker_id: spec for spec in worker_specs(config, None, tmp_path)}
+    specs = {spec.worker_id: spec for spec in worker_specs(config, None)}
     assert [c["name"] for c in specs["primary->dr"].connector_configs] == [
         "MirrorSourceConnector", "MirrorCheckpointConnector", "MirrorHeartbeatConnector"]
     assert [c["name"] for c in specs["dr->primary"].connector_configs] == ["MirrorHeartbeatConnector"]

@@ -355,7 +355,10 @@ class DistributedHerder(AbstractHerder, MembershipListener):
             self.member.request_rejoin()
 
     async def _task_configs_changed(self, name: str) -> None:
+        """Restart the connector's tasks here whose config changed: all of them stop before any
+        starts again, so old and new task configs never run side by side (they may overlap)."""
         configs = self.config_store.task_configs(name)
+        changed = []
         for task_id in [t for t in sorted(self._owned_tasks) if t.connector == name]:
             running = self.worker.tasks.get(task_id)
             if task_id.task >= len(configs):
@@ -363,7 +366,9 @@ class DistributedHerder(AbstractHerder, MembershipListener):
             elif running is None or dict(running.config) != configs[task_id.task]:
                 log.info("Task %s: its config changed; restarting it", task_id)
                 await self._stop_task_here(task_id)
-                await self._start_task_here(task_id)
+                changed.append(task_id)
+        for task_id in changed:
+            await self._start_task_here(task_id)
         if self._task_counts.get(name) != len(configs):
             self._task_counts[name] = len(configs)
             self.member.request_rejoin()
@@ -457,7 +462,7 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         target = INITIAL_STATES.get((initial_state or "RUNNING").upper())
         if target is None:
             raise BadRequestError(f"Invalid initial state {initial_state}; expected RUNNING, PAUSED or STOPPED")
-        self._validate_or_raise(config)
+        self.validate_or_raise(config)
         leader = await self._leader_url()
         if leader is not None:
             if allow_replace:

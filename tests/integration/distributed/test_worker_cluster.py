@@ -21,7 +21,7 @@ from framework.testing.distributed import (
     tasks_per_worker,
     wait_for_status,
 )
-from framework.testing.kafka import create_topic, produce, read_all
+from framework.testing.kafka import create_topic, produce, read_all, read_mirrored
 from framework.testing.worker import Rest, all_running
 
 
@@ -258,8 +258,8 @@ async def test_sigkill_worker_mirror_source_moves_tasks_and_loses_nothing(
                 {w.worker_id for w in survivors}
             assert recovered_s <= session_timeout_s + 8, f"tasks moved only after {recovered_s:.1f}s"
         await producer
-        source = await read_all(cluster_a.bootstrap_servers, topic)
-        target = await read_all(cluster_b.bootstrap_servers, f"A.{topic}", expect=total, timeout=120)
+        source, target = await read_mirrored(cluster_a.bootstrap_servers, topic, cluster_b.bootstrap_servers,
+                                              f"A.{topic}", timeout=120)
     finally:
         if not producer.done():
             producer.cancel()

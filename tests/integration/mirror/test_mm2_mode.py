@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -12,12 +13,15 @@ import pytest
 
 from connectors.mirror_client.client import MirrorClient
 from connectors.mirror_client.formats import Heartbeat
-from framework.testing.kafka import create_topic, produce, read_all, record_tuples, topics_of
+from framework.testing.distributed import overlaps, status_history
+from framework.testing.kafka import create_topic, produce, read_all, read_mirrored, record_tuples, topics_of
 
 pytestmark = pytest.mark.integration
 
 
-def write_mm2_properties(path, cluster_a, cluster_b, topics: str) -> None:
+def write_mm2_properties(path, cluster_a, cluster_b, topics: str, state: str | None = None) -> None:
+    """An mm2.properties for flow A->B; ``state`` names this test's worker groups and internal topics."""
+    state = state or topics.rstrip(".*-")
     path.write_text(f"""# MirrorMaker 2 config, in MM2's own format
 clusters = A, B
 A.bootstrap.servers = {cluster_a.bootstrap_servers}
@@ -29,15 +33,29 @@ replication.factor = 1
 offset-syncs.topic.replication.factor = 1
 checkpoints.topic.replication.factor = 1
 heartbeats.topic.replication.factor = 1
+config.storage.replication.factor = 1
+offset.storage.replication.factor = 1
+status.storage.replication.factor = 1
+offset.storage.partitions = 5
 refresh.topics.interval.seconds = 2
 B.offset.flush.interval.ms = 500
+A.group.id = {state}-B-mm2
+B.group.id = {state}-A-mm2
+config.storage.topic = mm2-configs.{state}.internal
+offset.storage.topic = mm2-offsets.{state}.internal
+status.storage.topic = mm2-status.{state}.internal
 """)
 
 
-def start_mm2(properties, state_dir) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "framework.cli.main", "mm2", str(properties),
-                             "--state-dir", str(state_dir)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+def start_mm2(properties, log_path=None) -> subprocess.Popen:
+    """Run ``mirrorline mm2 properties``; its output goes to ``log_path`` (or is discarded)."""
+    output = open(log_path, "a") if log_path else subprocess.DEVNULL
+    try:
+        return subprocess.Popen([sys.executable, "-m", "framework.cli.main", "mm2", str(properties)],
+                                stdout=output, stderr=subprocess.STDOUT, text=True)
+    finally:
+        if log_path:
+            output.close()
 
 
 def stop(proc: subprocess.Popen, sig=signal.SIGTERM) -> int:
@@ -54,7 +72,7 @@ async def test_mm2_properties_flow_mirrors_and_stops_cleanly(cluster_a, cluster_
             for i in range(300)]
     await produce(cluster_a.bootstrap_servers, topic, sent)
     write_mm2_properties(tmp_path / "mm2.properties", cluster_a, cluster_b, f"{prefix}-.*")
-    proc = start_mm2(tmp_path / "mm2.properties", tmp_path / "state")
+    proc = start_mm2(tmp_path / "mm2.properties", tmp_path / "mm2.log")
     try:
         got = await read_all(cluster_b.bootstrap_servers, f"A.{topic}", expect=300, timeout=60)
         for partition in range(3):
@@ -76,10 +94,13 @@ async def test_mm2_properties_flow_mirrors_and_stops_cleanly(cluster_a, cluster_
             assert await client.replication_hops("A") == 1
             assert f"A.{topic}" in await client.remote_topics("A")
             assert "A.checkpoints.internal" in await client.checkpoint_topics()
+        # source offsets are in the flow's offsets topic on B, keyed as MM2 keys them
+        offsets = await read_all(cluster_b.bootstrap_servers, f"mm2-offsets.{prefix}.internal", expect=1)
+        keys = [json.loads(r.key) for records in offsets.values() for r in records]
+        assert any(k[0] == "MirrorSourceConnector" and k[1]["topic"] == topic for k in keys), keys
     finally:
         code = stop(proc)
-    assert code == 0, proc.stderr.read()
-    assert (tmp_path / "state" / "A-B.offsets.json").exists()
+    assert code == 0, (tmp_path / "mm2.log").read_text()[-3000:]
 
 
 def test_mm2_config_errors_are_one_line(tmp_path, cluster_a):
@@ -111,15 +132,15 @@ async def test_sigkill_mid_stream_loses_nothing(cluster_a, cluster_b, unique_nam
             await asyncio.sleep(0.05)
 
     producer = asyncio.create_task(stream())
-    proc = start_mm2(tmp_path / "mm2.properties", tmp_path / "state")
+    proc = start_mm2(tmp_path / "mm2.properties", tmp_path / "mm2.log")
     try:
         # let it copy part of the stream, then kill it without warning
         await read_all(cluster_b.bootstrap_servers, f"A.{topic}", expect=total // 3, timeout=90)
         assert stop(proc, signal.SIGKILL) == -signal.SIGKILL
-        proc = start_mm2(tmp_path / "mm2.properties", tmp_path / "state")
+        proc = start_mm2(tmp_path / "mm2.properties", tmp_path / "mm2.log")
         await producer
-        source = await read_all(cluster_a.bootstrap_servers, topic)
-        target = await read_all(cluster_b.bootstrap_servers, f"A.{topic}", expect=total, timeout=120)
+        source, target = await read_mirrored(cluster_a.bootstrap_servers, topic, cluster_b.bootstrap_servers,
+                                              f"A.{topic}", timeout=120)
     finally:
         stop(proc)
     duplicates = 0
@@ -135,3 +156,69 @@ async def test_sigkill_mid_stream_loses_nothing(cluster_a, cluster_b, unique_nam
         with open(report, "a") as handle:
             handle.write(f"sigkill_duplicates={duplicates} of {total}\n")
 
+
+
+async def _task_owners(bootstrap: str, status_topic: str, connector: str) -> dict[str, str]:
+    """task -> worker id of its latest RUNNING status, from the flow's status topic."""
+    owners: dict[str, str] = {}
+    for event in await status_history(bootstrap, status_topic, connector):
+        if event.state == "RUNNING":
+            owners[event.task] = event.worker_id
+        elif event.state == "UNASSIGNED" and owners.get(event.task) == event.worker_id:
+            owners.pop(event.task)
+    return owners
+
+
+async def test_two_mm2_nodes_share_a_flow_and_take_over(cluster_a, cluster_b, unique_name, tmp_path):
+    """Two `mirrorline mm2` processes with one file share the flow's tasks; stopping one moves them all."""
+    prefix = unique_name("nodes")
+    topic = f"{prefix}-orders"
+    partitions, total = 4, 8_000
+    await create_topic(cluster_a.bootstrap_servers, topic, partitions)
+    write_mm2_properties(tmp_path / "mm2.properties", cluster_a, cluster_b, f"{prefix}-.*")
+    text = (tmp_path / "mm2.properties").read_text().replace("A->B.tasks.max = 2", "A->B.tasks.max = 4")
+    (tmp_path / "mm2.properties").write_text(text)
+    status_topic = f"mm2-status.{prefix}.internal"
+
+    async def stream() -> None:
+        for start in range(0, total, 200):
+            await produce(cluster_a.bootstrap_servers, topic, [(i % partitions, f"k{i}".encode(), f"v{i}".encode(),
+                                                                [], None) for i in range(start, start + 200)])
+            await asyncio.sleep(0.1)
+
+    first = start_mm2(tmp_path / "mm2.properties", tmp_path / "node-1.log")
+    second = start_mm2(tmp_path / "mm2.properties", tmp_path / "node-2.log")
+    producer = asyncio.create_task(stream())
+    try:
+        deadline = asyncio.get_running_loop().time() + 90
+        while True:
+            owners = await _task_owners(cluster_b.bootstrap_servers, status_topic, "MirrorSourceConnector")
+            if len(owners) == 4 and len(set(owners.values())) == 2:
+                break
+            assert asyncio.get_running_loop().time() < deadline, f"tasks never spread over both nodes: {owners}"
+            await asyncio.sleep(0.5)
+        assert sorted(list(owners.values()).count(node) for node in set(owners.values())) == [2, 2]
+        await read_all(cluster_b.bootstrap_servers, f"A.{topic}", expect=total // 4, timeout=60)
+        assert stop(first) == 0
+        stopped = {w for w in owners.values() if w.endswith(f":{first.pid}")}
+        assert len(stopped) == 1, owners
+        deadline = asyncio.get_running_loop().time() + 60
+        while True:
+            owners = await _task_owners(cluster_b.bootstrap_servers, status_topic, "MirrorSourceConnector")
+            if len(owners) == 4 and {w.rsplit(":", 1)[1] for w in owners.values()} == {str(second.pid)}:
+                break
+            assert asyncio.get_running_loop().time() < deadline, f"tasks did not move to the other node: {owners}"
+            await asyncio.sleep(0.5)
+        await producer
+        source, target = await read_mirrored(cluster_a.bootstrap_servers, topic, cluster_b.bootstrap_servers,
+                                              f"A.{topic}", timeout=90)
+    finally:
+        if not producer.done():
+            producer.cancel()
+        stop(first)
+        stop(second)
+    for partition in range(partitions):
+        expected = [(r.key, r.value) for r in source[partition]]
+        assert list(dict.fromkeys((r.key, r.value) for r in target[partition])) == expected, partition
+    events = await status_history(cluster_b.bootstrap_servers, status_topic, "MirrorSourceConnector")
+    assert not overlaps(events)
