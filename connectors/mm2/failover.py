@@ -71,8 +71,10 @@ async def plan(args: argparse.Namespace) -> tuple[list[PartitionPlan], str]:
     if args.source_bootstrap:
         source_kwargs = client_kwargs(_props(args.source_bootstrap, args.source_config), "consumer")[0]
         target_kwargs = client_kwargs(target_props, "consumer")[0]
-        source = AIOKafkaConsumer(**source_kwargs, enable_auto_commit=False)
-        target = AIOKafkaConsumer(**target_kwargs, enable_auto_commit=False)
+        # earliest: should a position reset ever win over a seek, the scan restarts from the
+        # beginning (and still finds the record at its real offset) instead of jumping to the end
+        source = AIOKafkaConsumer(**{**source_kwargs, "auto_offset_reset": "earliest"}, enable_auto_commit=False)
+        target = AIOKafkaConsumer(**{**target_kwargs, "auto_offset_reset": "earliest"}, enable_auto_commit=False)
         await source.start()
         await target.start()
         try:

@@ -9,9 +9,9 @@ Connect must hand over partitions in Java's order (MM2's connectors do). Records
 partition the default partitioner picks for the key bytes (murmur2), as Java's do.
 
 Reads are by value: the in-memory map is keyed by :func:`~framework.storage.offsets.partition_key`,
-so a lookup finds a partition whatever its key order. ``get`` answers from memory (cheap, as
-offsets are read once when a task starts and are then the task's own); ``all`` first reads
-the topic to its end. ``put`` writes the whole batch and waits for every acknowledgement, then
+so a lookup finds a partition whatever its key order. ``get`` and ``all`` first read the topic
+to its end (a task moving from another worker must see that worker's final commit), then
+answer from memory. ``put`` writes the whole batch and waits for every acknowledgement, then
 updates the map. Kafka gives no atomicity across records without transactions, so a failed
 put may leave part of its batch written; each record is still a complete, valid offset for
 its partition, which is what resumption needs (Connect has the same property).
@@ -74,6 +74,9 @@ class KafkaOffsetStore(LogBackedStore, OffsetStore):
         return cls(topic, worker_config, partitions=partitions, replication_factor=replication_factor)
 
     async def get(self, connector, partitions):
+        # Read to the end first, as Connect's offset reader does: a task taking over from another
+        # worker must see that worker's last commit, which may still be on its way to this tail.
+        await self.log.read_to_end()
         out = []
         for partition in partitions:
             entry = self._data.get(partition_key(connector, partition))
