@@ -53,6 +53,9 @@ group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
 log.segment.bytes=67108864
 log.retention.check.interval.ms=60000
+# keep records whatever their timestamps: tests and demos write historical timestamps, which
+# time-based retention would otherwise delete within a minute of the retention check
+log.retention.ms=-1
 """
 
 #: Client listener authenticating with SASL/PLAIN (used when a cluster has ``sasl_users``). The
