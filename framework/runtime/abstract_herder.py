@@ -12,12 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 from framework import __version__
+from framework.api.config import Config
 from framework.api.config import ConfigValue
 from framework.api.connector import Connector
-from framework.api.errors import BadRequestError, NotFoundError
+from framework.api.errors import BadRequestError, ForbiddenError, NotFoundError
 from framework.plugins import PluginRegistry, full_name
 from framework.runtime.connector_config import CONNECTOR_CONFIG_DEF
 from framework.runtime.herder import Herder
+from framework.runtime.worker import Worker
 from framework.storage.configs import ConfigStore, TargetState
 from framework.storage.offsets import OffsetStore
 from framework.storage.status import State, StatusStore
@@ -34,6 +36,10 @@ class AbstractHerder(Herder):
     offset_store: OffsetStore
     kafka_cluster_id: str | None
     worker_id: str
+    worker: Worker
+    worker_config: Config
+    #: connector -> topics its tasks on this worker wrote to
+    _active_topics: dict[str, set[str]]
 
     def connector_warnings(self, name: str) -> list[str]:
         """Warnings the connector reported on this worker (none by default)."""
@@ -141,6 +147,24 @@ class AbstractHerder(Herder):
                 raise BadRequestError("Each 'offset' must be a JSON object or null")
             pairs.append((partition, offset))
         return pairs
+
+    # -- topics (active-topic tracking, per worker) ----------------------------------------
+    async def connector_active_topics(self, name: str) -> dict[str, Any]:
+        if not self.worker_config["topic.tracking.enable"]:
+            raise ForbiddenError("Topic tracking is disabled.")
+        self._require(name)
+        return {name: {"topics": sorted(self._active_topics.get(name, set()))}}
+
+    async def reset_connector_active_topics(self, name: str) -> None:
+        if not self.worker_config["topic.tracking.enable"]:
+            raise ForbiddenError("Topic tracking is disabled.")
+        if not self.worker_config["topic.tracking.allow.reset"]:
+            raise ForbiddenError("Topic tracking reset is disabled.")
+        self._require_stopped(name)
+        self._active_topics.pop(name, None)
+        for task in self.worker.tasks.values():
+            if task.id.connector == name:
+                task.forget_topics()
 
     # -- plugins --------------------------------------------------------------------------
     async def connector_plugins(self, connectors_only: bool = True) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ import traceback
 from typing import Any
 
 from framework.api.connector import SourceConnector
-from framework.api.errors import AlreadyExistsError, BadRequestError, ForbiddenError, NotFoundError
+from framework.api.errors import AlreadyExistsError, BadRequestError, NotFoundError
 from framework.api.records import ConnectorTaskId
 from framework.plugins import PluginRegistry
 from framework.runtime.abstract_herder import INITIAL_STATES, AbstractHerder
@@ -262,22 +262,5 @@ class StandaloneHerder(AbstractHerder):
             await self.offset_store.put(name, [(p, None) for p, _ in pairs])
             return "The offsets for this connector have been reset successfully"
 
-    # -- topics ---------------------------------------------------------------------------
-    async def connector_active_topics(self, name: str) -> dict[str, Any]:
-        if not self.worker_config["topic.tracking.enable"]:
-            raise ForbiddenError("Topic tracking is disabled.")
-        self._require(name)
-        return {name: {"topics": sorted(self._active_topics.get(name, set()))}}
-
-    async def reset_connector_active_topics(self, name: str) -> None:
-        if not self.worker_config["topic.tracking.enable"]:
-            raise ForbiddenError("Topic tracking is disabled.")
-        if not self.worker_config["topic.tracking.allow.reset"]:
-            raise ForbiddenError("Topic tracking reset is disabled.")
-        self._require_stopped(name)
-        self._active_topics.pop(name, None)
-        for task in self.worker.tasks.values():
-            if task.id.connector == name:
-                task.forget_topics()
 
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from framework.api.config import Config
 from framework.api.connector import SourceConnector
-from framework.api.errors import AlreadyExistsError, BadRequestError, ForbiddenError, NotFoundError, \
+from framework.api.errors import AlreadyExistsError, BadRequestError, NotFoundError, \
     RebalanceInProgressError
 from framework.api.records import ConnectorTaskId
 from framework.plugins import PluginRegistry
@@ -591,18 +591,3 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         if pairs:
             await self.offset_store.put(name, [(p, None) for p, _ in pairs])
         return "The offsets for this connector have been reset successfully"
-
-    # -- topics (tracked per worker) --------------------------------------------------------
-    async def connector_active_topics(self, name: str) -> dict[str, Any]:
-        if not self.worker_config["topic.tracking.enable"]:
-            raise ForbiddenError("Topic tracking is disabled.")
-        self._require(name)
-        return {name: {"topics": sorted(self._active_topics.get(name, set()))}}
-
-    async def reset_connector_active_topics(self, name: str) -> None:
-        if not self.worker_config["topic.tracking.enable"]:
-            raise ForbiddenError("Topic tracking is disabled.")
-        if not self.worker_config["topic.tracking.allow.reset"]:
-            raise ForbiddenError("Topic tracking reset is disabled.")
-        self._require_stopped(name)
-        self._active_topics.pop(name, None)
