@@ -52,6 +52,34 @@ class AbstractHerder(Herder):
             raise NotFoundError(f"Connector {name} not found")
         return config
 
+    def _checked_config(self, name: str, config: dict[str, Any],
+                        initial_state: str | None) -> tuple[dict[str, str], TargetState]:
+        """A submitted config as strings (with ``name``) and its initial target state; 400 if invalid."""
+        config = {str(k): str(v) for k, v in config.items() if v is not None}
+        config["name"] = name
+        target = INITIAL_STATES.get((initial_state or "RUNNING").upper())
+        if target is None:
+            raise BadRequestError(f"Invalid initial state {initial_state}; expected RUNNING, PAUSED or STOPPED")
+        self.validate_or_raise(config)
+        return config, target
+
+    async def _restart_plan(self, name: str, include_tasks: bool,
+                            only_failed: bool) -> tuple[dict[str, Any], bool, dict[int, Any]]:
+        """Connect's restart plan: the status showing what restarts as RESTARTING, whether the
+        connector instance restarts, and the statuses of the tasks that do."""
+        connector_status = self.status_store.connector(name)
+        restart_connector = not only_failed or bool(connector_status and connector_status.state == State.FAILED)
+        tasks = {i: s for i, s in self._task_statuses(name).items()
+                 if include_tasks and (not only_failed or s.state == State.FAILED)}
+        plan = await self.connector_status(name)
+        if restart_connector:
+            plan["connector"]["state"] = State.RESTARTING.value
+        for task in plan["tasks"]:
+            if task["id"] in tasks:
+                task["state"] = State.RESTARTING.value
+                task.pop("trace", None)
+        return plan, restart_connector, tasks
+
     def _task_statuses(self, name: str) -> dict:
         """Statuses of the connector's current tasks (a status left by a task since removed is not shown)."""
         count = len(self.config_store.task_configs(name))

@@ -13,10 +13,10 @@ import traceback
 from typing import Any
 
 from framework.api.connector import SourceConnector
-from framework.api.errors import AlreadyExistsError, BadRequestError, NotFoundError
+from framework.api.errors import AlreadyExistsError, NotFoundError
 from framework.api.records import ConnectorTaskId
 from framework.plugins import PluginRegistry
-from framework.runtime.abstract_herder import INITIAL_STATES, AbstractHerder
+from framework.runtime.abstract_herder import AbstractHerder
 from framework.runtime.background import BackgroundTasks
 from framework.runtime.worker import Worker
 from framework.storage.configs import ConfigStore, TargetState
@@ -137,12 +137,7 @@ class StandaloneHerder(AbstractHerder):
         return "healthy", "Worker has completed startup and is ready to handle requests."
 
     async def put_connector_config(self, name, config, *, allow_replace, initial_state=None):
-        config = {str(k): str(v) for k, v in config.items() if v is not None}
-        config["name"] = name
-        target = INITIAL_STATES.get((initial_state or "RUNNING").upper())
-        if target is None:
-            raise BadRequestError(f"Invalid initial state {initial_state}; expected RUNNING, PAUSED or STOPPED")
-        self.validate_or_raise(config)
+        config, target = self._checked_config(name, config, initial_state)
         async with self._lock:
             exists = name in self.config_store.connectors()
             if exists and not allow_replace:
@@ -170,17 +165,8 @@ class StandaloneHerder(AbstractHerder):
             if not include_tasks and not only_failed:
                 await self._restart_connector_instance(name)
                 return None
-            connector_status = self.status_store.connector(name)
-            restart_connector = not only_failed or (connector_status and connector_status.state == State.FAILED)
-            tasks = {i for i, s in self._task_statuses(name).items()
-                     if include_tasks and (not only_failed or s.state == State.FAILED)}
-            plan = await self.connector_status(name)
-            if restart_connector:
-                plan["connector"]["state"] = State.RESTARTING.value
-            for task in plan["tasks"]:
-                if task["id"] in tasks:
-                    task["state"] = State.RESTARTING.value
-                    task.pop("trace", None)
+            plan, restart_connector, statuses = await self._restart_plan(name, include_tasks, only_failed)
+            tasks = set(statuses)
             if restart_connector:
                 await self._restart_connector_instance(name, tasks_too=bool(tasks))
             if tasks and not (restart_connector and self.config_store.task_configs(name)):

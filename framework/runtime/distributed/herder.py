@@ -34,11 +34,11 @@ from typing import Any
 
 from framework.api.config import Config
 from framework.api.connector import SourceConnector
-from framework.api.errors import AlreadyExistsError, BadRequestError, NotFoundError, \
+from framework.api.errors import AlreadyExistsError, NotFoundError, \
     RebalanceInProgressError
 from framework.api.records import ConnectorTaskId
 from framework.plugins import PluginRegistry
-from framework.runtime.abstract_herder import INITIAL_STATES, AbstractHerder
+from framework.runtime.abstract_herder import AbstractHerder
 from framework.runtime.background import BackgroundTasks
 from framework.runtime.distributed import metrics
 from framework.runtime.distributed.assignment import CONFIG_MISMATCH, Assignment, MemberState, assign
@@ -100,7 +100,6 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         self._active_topics: dict[str, set[str]] = {}
         self._rebalancing = True
         self._stopping = False
-        self._rebalances = 0
 
     @property
     def worker_id(self) -> str:
@@ -143,12 +142,6 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         metrics.forget_worker(self.worker_id)
         for store in (self.config_store, self.status_store, self.offset_store):
             await store.stop()
-
-    async def wait_until_assigned(self, timeout: float = 60.0) -> None:
-        """Wait until this worker has applied its first assignment (tests and start-up logs)."""
-        async with asyncio.timeout(timeout):
-            while self._assignment is None or self._rebalancing:
-                await asyncio.sleep(0.05)
 
     # -- the one coroutine that changes what runs here -------------------------------------
     def _submit(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> asyncio.Future:
@@ -222,7 +215,6 @@ class DistributedHerder(AbstractHerder, MembershipListener):
             return
         if self.config_store.offset < assignment.config_offset:
             await self.config_store.log.read_to_end()
-        self._rebalances += 1
         self.worker.generation = generation
         mine_connectors = set(assignment.connectors)
         mine_tasks = {ConnectorTaskId(c, t) for c, t in assignment.tasks}
@@ -457,12 +449,7 @@ class DistributedHerder(AbstractHerder, MembershipListener):
 
     # -- connectors -----------------------------------------------------------------------
     async def put_connector_config(self, name, config, *, allow_replace, initial_state=None):
-        config = {str(k): str(v) for k, v in config.items() if v is not None}
-        config["name"] = name
-        target = INITIAL_STATES.get((initial_state or "RUNNING").upper())
-        if target is None:
-            raise BadRequestError(f"Invalid initial state {initial_state}; expected RUNNING, PAUSED or STOPPED")
-        self.validate_or_raise(config)
+        config, target = self._checked_config(name, config, initial_state)
         leader = await self._leader_url()
         if leader is not None:
             if allow_replace:
@@ -522,16 +509,7 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         if not include_tasks and not only_failed:
             await self._restart_connector_instance(name, connector_status.worker_id if connector_status else None)
             return None
-        restart_connector = not only_failed or (connector_status and connector_status.state == State.FAILED)
-        tasks = {i: s for i, s in self._task_statuses(name).items()
-                 if include_tasks and (not only_failed or s.state == State.FAILED)}
-        plan = await self.connector_status(name)
-        if restart_connector:
-            plan["connector"]["state"] = State.RESTARTING.value
-        for task in plan["tasks"]:
-            if task["id"] in tasks:
-                task["state"] = State.RESTARTING.value
-                task.pop("trace", None)
+        plan, restart_connector, tasks = await self._restart_plan(name, include_tasks, only_failed)
         if restart_connector:
             await self._restart_connector_instance(name, connector_status.worker_id if connector_status else None)
         for task, status in tasks.items():
@@ -540,7 +518,7 @@ class DistributedHerder(AbstractHerder, MembershipListener):
 
     async def _restart_connector_instance(self, name: str, owner: str | None) -> None:
         url = self._owner_url(owner) if owner else None
-        if url is not None and owner != self.worker_id:
+        if url is not None:
             await self._client.request("POST", url, connector_path(name, "restart"))
             return
         if name not in self._owned_connectors:
