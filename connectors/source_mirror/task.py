@@ -6,17 +6,27 @@ for a partition is that of the last replicated record, so a restarted task seeks
 a partition with no stored offset starts where ``auto.offset.reset`` (default earliest)
 says. After the target acknowledges a record, the offset-sync writer decides whether to
 record the upstream->downstream mapping.
+
+Beyond MM2, a position that falls outside its partition's log is never reset silently (see
+:mod:`connectors.source_mirror.positions`): records deleted before they were copied, and a
+source topic deleted and re-created, are logged as warnings, counted in metrics and shown in
+the task's status, and mirroring resumes from the log start. The consumer therefore runs with
+``auto.offset.reset=none``; the user's setting only decides where partitions without a stored
+offset start, and a user-set ``none`` still fails the task on any out-of-range position.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError, OffsetOutOfRangeError, RecordTooLargeError
 
 from framework.api import RecordMetadata, SourceRecord, SourceTask
 from framework.api.kafka_clients import client_kwargs
+from framework.api.producer import RecordProducer
 
 from connectors.mirror_client.config import (
     CONSUMER_POLL_TIMEOUT_MS,
@@ -29,10 +39,22 @@ from connectors.mirror_client.config import (
 from connectors.mirror_client.formats import source_partition
 from connectors.source_mirror import metrics
 from connectors.source_mirror.config import SOURCE_CONFIG_DEF, TASK_ASSIGNED_PARTITIONS, TASK_INDEX
+from connectors.source_mirror.errors import SourceReadError, read_error_message
 from connectors.source_mirror.offset_syncs import OffsetSyncWriter
+from connectors.source_mirror.positions import PositionCheck, PositionState, check_position
 from connectors.source_mirror.topics import parse_partition
 
 log = logging.getLogger(__name__)
+
+#: How long to wait for a partition's log start/end offsets (ListOffsets) before giving up until the next
+#: fetch: while a source topic is deleted the request is retried until this runs out.
+LOG_BOUNDS_TIMEOUT_S = 10.0
+#: How long start() waits for the positions of partitions without a stored offset to be resolved. They
+#: are marked for reset at once; waiting only avoids a first empty poll, so a short bound is enough.
+RESET_WAIT_S = 5.0
+#: How long a failing poll() waits for the consumer's position of each affected partition (normally
+#: known at once) to name it in the error.
+POSITION_WAIT_S = 2.0
 
 
 class _PartitionMetrics:
@@ -44,6 +66,19 @@ class _PartitionMetrics:
         self.record_age_ms = metrics.RECORD_AGE_MS.labels(*labels)
         self.replication_latency_ms = metrics.REPLICATION_LATENCY_MS.labels(*labels)
         self.lag_records = metrics.REPLICATION_LAG_RECORDS.labels(*labels)
+        self.lost_to_retention = metrics.RECORDS_LOST_TO_RETENTION.labels(*labels)
+        self.resets = {state: metrics.SOURCE_OFFSET_RESETS.labels(*labels, state.value)
+                       for state in (PositionState.LOST_TO_RETENTION, PositionState.OFFSETS_WENT_BACKWARDS)}
+        self._labels = labels
+
+    def forget_gauges(self) -> None:
+        """Drop this partition's gauges: once the task stops here, its last lag or latency is stale
+        (another worker may mirror the partition now). Counters stay, so rates stay continuous."""
+        for gauge in (metrics.RECORD_AGE_MS, metrics.REPLICATION_LATENCY_MS, metrics.REPLICATION_LAG_RECORDS):
+            try:
+                gauge.remove(*self._labels)
+            except KeyError:
+                pass
 
 
 class MirrorSourceTask(SourceTask):
@@ -67,20 +102,26 @@ class MirrorSourceTask(SourceTask):
         # metric children per partition, looked up once (labels() per record costs ~10% of a core)
         self._metrics = {tp: _PartitionMetrics(l) for tp, l in labels.items()}
 
-        consumer_props = {"auto.offset.reset": "earliest", "client.id": f"{flow}|replication-consumer",
-                          **client_props(config, "source", "consumer"), "enable.auto.commit": "false"}
+        # next offset to have acknowledged per partition (stored + 1, then each ack + 1): pending_records()
+        self._next_to_ack: dict[TopicPartition, int] = {}
+        self._lost: dict[TopicPartition, int] = {}
+        user_props = client_props(config, "source", "consumer")
+        self.user_offset_reset = str(user_props.get("auto.offset.reset", "earliest")).strip().lower()
+        # "none" so that aiokafka raises OffsetOutOfRangeError instead of resetting silently
+        consumer_props = {"client.id": f"{flow}|replication-consumer", **user_props,
+                          "auto.offset.reset": "none", "enable.auto.commit": "false"}
         kwargs, ignored = client_kwargs(consumer_props, "consumer")
         if ignored:
             log.info("Task %s: source consumer settings with no aiokafka equivalent are ignored: %s",
                      config.get(TASK_INDEX), ignored)
+        self._principal = kwargs.get("sasl_plain_username")  # named in read errors
         self.consumer = AIOKafkaConsumer(**kwargs)
         await self.consumer.start()
-        self.consumer.assign(self.partitions)
-        stored = await self.context.offsets.offsets(
-            [source_partition(self.source_alias, tp.topic, tp.partition) for tp in self.partitions])
-        for tp, offset in zip(self.partitions, stored):
-            if offset is not None and offset.get("offset", -1) >= 0:
-                self.consumer.seek(tp, offset["offset"] + 1)
+        try:
+            await self._seek_start_positions()
+        except BaseException:
+            await self.consumer.stop()  # the runtime does not call stop() after a failed start()
+            raise
 
         self.sync_writer = None
         self.sync_producer = None
@@ -89,7 +130,7 @@ class MirrorSourceTask(SourceTask):
             side = "source" if on_source else "target"
             kwargs, _ = client_kwargs({"client.id": f"{flow}|offset-syncs-{side}-producer",
                                        **client_props(config, side, "producer")}, "producer")
-            self.sync_producer = AIOKafkaProducer(**{**kwargs, "acks": "all"})
+            self.sync_producer = RecordProducer(**{**kwargs, "acks": "all"})
             await self.sync_producer.start()
             topic = self.policy.offset_syncs_topic(self.target_alias if on_source else self.source_alias)
             # Fetch the topic's metadata now: otherwise the first syncs wait for it, the 10-send cap
@@ -100,14 +141,142 @@ class MirrorSourceTask(SourceTask):
         log.info("Task %s mirrors %d partitions from %s to %s", self.context.task_id, len(self.partitions),
                  self.source_alias, self.target_alias)
 
+    async def _seek_start_positions(self) -> None:
+        """Seek to the stored offsets (+1), check them against the logs, position the other partitions."""
+        self.consumer.assign(self.partitions)
+        stored = await self.context.offsets.offsets(
+            [source_partition(self.source_alias, tp.topic, tp.partition) for tp in self.partitions])
+        positions: dict[TopicPartition, int] = {}
+        for tp, offset in zip(self.partitions, stored):
+            if offset is not None and offset.get("offset", -1) >= 0:
+                positions[tp] = offset["offset"] + 1
+                self.consumer.seek(tp, positions[tp])
+        self._next_to_ack.update(positions)
+        await self._check_positions(positions, at_start=True)
+        await self._position_new_partitions([tp for tp in self.partitions if tp not in positions])
+
+    async def _position_new_partitions(self, partitions: list[TopicPartition]) -> None:
+        """Start partitions without a stored offset where the user's ``auto.offset.reset`` says."""
+        if not partitions or self.user_offset_reset == "none":
+            return  # with "none", aiokafka raises NoOffsetForPartitionError at the first poll, as Kafka's does
+        seek = self.consumer.seek_to_end if self.user_offset_reset == "latest" else self.consumer.seek_to_beginning
+        try:
+            await asyncio.wait_for(seek(*partitions), RESET_WAIT_S)
+        except asyncio.TimeoutError:
+            log.info("Task %s: start positions of %s not known yet (topic missing?); they are resolved "
+                     "in the background", self.context.task_id, partitions)
+
+    async def _check_positions(self, positions: dict[TopicPartition, int], at_start: bool) -> None:
+        """Compare positions with their partitions' logs; report and move those that are outside.
+
+        At start a failure to read the log bounds is not fatal: a position outside the log is then
+        found at the first fetch, which raises OffsetOutOfRangeError and brings us back here.
+        """
+        if not positions:
+            return
+        tps = list(positions)
+        try:
+            starts, ends = await asyncio.wait_for(asyncio.gather(
+                self.consumer.beginning_offsets(tps), self.consumer.end_offsets(tps)), LOG_BOUNDS_TIMEOUT_S)
+        except (KafkaError, asyncio.TimeoutError) as exc:
+            log.info("Task %s: could not read the log start/end offsets of %s (%r); checking again at the "
+                     "next fetch", self.context.task_id, tps, exc)
+            return
+        for tp in tps:
+            if tp in starts and tp in ends:
+                self._apply(tp, check_position(positions[tp], starts[tp], ends[tp]), at_start)
+
+    def _apply(self, tp: TopicPartition, check: PositionCheck, at_start: bool) -> None:
+        """Report a position outside its log (log, metrics, status) and resume at the log start."""
+        if check.state is PositionState.OK:
+            if not at_start:
+                log.debug("Task %s: %s out of range at %d but within [%d, %d] now; fetching again",
+                          self.context.task_id, tp, check.position, check.log_start, check.log_end)
+            return
+        metric = self._metrics[tp]
+        remote = self.remote[tp]
+        metric.resets[check.state].inc()
+        if check.state is PositionState.LOST_TO_RETENTION:
+            metric.lost_to_retention.inc(check.lost_records)
+            self._lost[tp] = self._lost.get(tp, 0) + check.lost_records
+            log.warning("Records lost to retention: source topic %s partition %d, offsets [%d, %d) (%d records) "
+                        "were deleted on cluster %s (retention or DeleteRecords) before they were mirrored, so "
+                        "%s partition %d on %s will never have them. Mirroring continues from offset %d. "
+                        "Raise the source topic's retention or catch up faster to avoid this.",
+                        tp.topic, tp.partition, check.position, check.log_start, check.lost_records,
+                        self.source_alias, remote, tp.partition, self.target_alias, check.log_start)
+            self.context.report_warning(
+                f"Source topic {tp.topic} partition {tp.partition}: {self._lost[tp]} records deleted by retention "
+                f"before they were mirrored (last gap: offsets [{check.position}, {check.log_start})); "
+                f"mirroring continues from offset {check.log_start}",
+                key=f"{check.state.value}:{tp.topic}-{tp.partition}")
+        else:
+            log.warning("Source offsets went backwards: source topic %s partition %d ends at offset %d but the "
+                        "task's position is %d; the topic was deleted and re-created (or its log truncated). "
+                        "Mirroring restarts from offset %d of the new log; %s partition %d on %s keeps the old "
+                        "records, followed by the new ones.",
+                        tp.topic, tp.partition, check.log_end, check.position, check.log_start,
+                        remote, tp.partition, self.target_alias)
+            self.context.report_warning(
+                f"Source topic {tp.topic} partition {tp.partition}: offsets went backwards (position "
+                f"{check.position}, log end {check.log_end}): topic deleted and re-created? Mirroring restarted "
+                f"from offset {check.log_start}",
+                key=f"{check.state.value}:{tp.topic}-{tp.partition}")
+        if self.user_offset_reset == "none":
+            # the user asked for out-of-range positions to fail, as Kafka's consumer does with "none"
+            raise OffsetOutOfRangeError({tp: check.position})
+        self.consumer.seek(tp, check.resume_at)
+        self._next_to_ack[tp] = check.resume_at
+
+    def pending_records(self) -> int | None:
+        """Records on the source not yet acknowledged by the target, over the assigned partitions.
+
+        The end offset is the consumer's last known high watermark; the start is the next offset to
+        be acknowledged, so records polled but still in flight count as pending (a task whose sends
+        hang shows pending work). Partitions where either is unknown are left out; None while no
+        partition is known.
+        """
+        consumer = getattr(self, "consumer", None)
+        if consumer is None:
+            return None
+        total, known = 0, False
+        assigned = consumer.assignment()  # highwater() asserts assignment; start() may still be running
+        for tp in self.partitions:
+            if tp not in assigned:
+                continue
+            end = consumer.highwater(tp)
+            start = self._next_to_ack.get(tp)
+            if end is None or start is None:
+                continue
+            known = True
+            total += max(0, end - start)
+        return total if known else None
+
     async def poll(self) -> list[SourceRecord]:
         if not self.partitions:
             return []
-        batch = await self.consumer.getmany(timeout_ms=self.poll_timeout_ms)
+        try:
+            batch = await self.consumer.getmany(timeout_ms=self.poll_timeout_ms)
+        except OffsetOutOfRangeError as error:
+            # records of other partitions are not lost: getmany returns them first and raises on the next call
+            await self._check_positions(dict(error.args[0]), at_start=False)
+            return []
+        except KafkaError as error:
+            if error.retriable:
+                raise
+            positions = await self._positions_of(error)
+            if not positions:
+                raise
+            # aiokafka's error names at most the topic; the task's status shows this message, so it
+            # says where the task stood and what to do
+            raise SourceReadError(read_error_message(error, positions, source_alias=self.source_alias,
+                                                     principal=self._principal), positions) from error
         now = time.time() * 1000
         records = []
         for tp, messages in batch.items():
             metric = self._metrics[tp]
+            if messages:
+                self._next_to_ack.setdefault(tp, messages[0].offset)
             partition = source_partition(self.source_alias, tp.topic, tp.partition)
             remote = self.remote[tp]
             size = 0
@@ -124,9 +293,40 @@ class MirrorSourceTask(SourceTask):
                     metric.lag_records.set(max(0, end - messages[-1].offset - 1))
         return records
 
+    async def _positions_of(self, error: KafkaError) -> dict[TopicPartition, int | None]:
+        """The assigned partitions a consumer error is about, with the offsets the task was reading at.
+
+        aiokafka names them in the error's arguments: a TopicPartition, a {TopicPartition: offset}
+        dict, or only the topic (TopicAuthorizationFailedError), which then stands for every
+        assigned partition of it. Empty when the error names none.
+        """
+        found: dict[TopicPartition, int | None] = {}
+        args = error.args
+        for arg in args:
+            if isinstance(arg, TopicPartition):
+                found[arg] = None
+            elif isinstance(arg, dict):
+                found.update({tp: off for tp, off in arg.items() if isinstance(tp, TopicPartition)})
+            elif isinstance(arg, str):
+                found.update({tp: None for tp in self.partitions if tp.topic == arg})
+        if isinstance(error, RecordTooLargeError) and len(args) > 2 and isinstance(args[2], int):
+            # (message, tp, fetch offset, ...): aiokafka has already moved the position past that record
+            found = {tp: args[2] for tp in found}
+        assigned = self.consumer.assignment()
+        for tp, offset in found.items():
+            if offset is None and tp in assigned:
+                try:
+                    found[tp] = await asyncio.wait_for(self.consumer.position(tp), POSITION_WAIT_S)
+                except (KafkaError, asyncio.TimeoutError):
+                    pass
+        return found
+
     async def commit_record(self, record: SourceRecord, metadata: RecordMetadata) -> None:
         upstream_topic = record.source_partition["topic"]
-        metric = self._metrics.get(TopicPartition(upstream_topic, metadata.partition))
+        tp = TopicPartition(upstream_topic, metadata.partition)
+        # plain assignment, not max(): after the topic was re-created, offsets start low again
+        self._next_to_ack[tp] = record.source_offset["offset"] + 1
+        metric = self._metrics.get(tp)
         if metric is not None:
             metric.record_count.inc()
             if record.timestamp is not None:
@@ -141,6 +341,8 @@ class MirrorSourceTask(SourceTask):
             await self.sync_writer.promote_delayed()
 
     async def stop(self) -> None:
+        for partition_metrics in getattr(self, "_metrics", {}).values():
+            partition_metrics.forget_gauges()
         if self.sync_writer is not None:
             await self.sync_writer.promote_delayed()
         if self.sync_producer is not None:

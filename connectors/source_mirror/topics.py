@@ -9,6 +9,7 @@ non-sensitive, non-read-only, non-static, not excluded) and then synced incremen
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Callable
@@ -28,6 +29,10 @@ log = logging.getLogger(__name__)
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+_TOPIC_ALREADY_EXISTS = 36
+# Describing a topic CreateTopics just reported as existing: a few short tries before the next refresh.
+_DESCRIBE_ATTEMPTS = 5
+_DESCRIBE_BACKOFF_S = 0.2
 # DescribeConfigs v1+ config_source values
 _STATIC_BROKER_CONFIG = 4
 _DEFAULT_CONFIG = 5
@@ -124,8 +129,16 @@ async def describe_topic_configs(admin: AIOKafkaAdminClient, topics: list[str]) 
 
 async def create_remote_topics(source: AIOKafkaAdminClient, target: AIOKafkaAdminClient, source_alias: str,
                                policy: ReplicationPolicy, topics: dict[str, int], replication_factor: int,
-                               config_filter: ConfigFilter) -> None:
-    """Create missing remote topics and grow remote topics that have fewer partitions than their source."""
+                               config_filter: ConfigFilter) -> dict[str, int]:
+    """Create missing remote topics and grow remote topics that have fewer partitions than their source.
+
+    A remote topic that turns out to exist when we create it (TOPIC_ALREADY_EXISTS: another
+    worker, an auto-creating client, or a describe that missed it) is described again and grown
+    in the same round, so no task is started or re-split towards a remote topic that is still
+    short of partitions. Returns the partition count of each remote topic as known at the end
+    (a topic whose creation or growth failed keeps its last known count, or is left out); the
+    next refresh retries what failed.
+    """
     remote_of = {t: policy.format_remote_topic(source_alias, t) for t in topics}
     existing = await topic_partitions(target, sorted(remote_of.values()))
     missing = [t for t, remote in remote_of.items() if remote not in existing]
@@ -136,20 +149,62 @@ async def create_remote_topics(source: AIOKafkaAdminClient, target: AIOKafkaAdmi
                                    configs.get(t, []), incremental=False).items() if v is not None})
                       for t in missing]
         response = await target.create_topics(new_topics)
+        already = []
         for name, error_code, *rest in response.topic_errors:
-            if error_code not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS (another worker won the race)
+            if error_code == 0:
+                log.info("Created remote topic %s", name)
+                existing[name] = next(n.num_partitions for n in new_topics if n.name == name)
+            elif error_code == _TOPIC_ALREADY_EXISTS:
+                already.append(name)
+            else:
                 log.error("Could not create remote topic %s (error %s: %s); retrying at the next refresh",
                           name, error_code, rest[0] if rest else "")
-            elif error_code == 0:
-                log.info("Created remote topic %s", name)
-    grow = {remote_of[t]: NewPartitions(total_count=count) for t, count in topics.items()
+        if already:
+            existing.update(await _describe_existing(target, already))
+    grow = {remote_of[t]: count for t, count in topics.items()
             if remote_of[t] in existing and existing[remote_of[t]] < count}
-    if grow:
+    for remote, count in sorted(grow.items()):
+        existing[remote] = await _grow(target, remote, existing[remote], count)
+    return {remote: existing[remote] for remote in remote_of.values() if remote in existing}
+
+
+async def _describe_existing(target: AIOKafkaAdminClient, names: list[str]) -> dict[str, int]:
+    """Partition counts of topics CreateTopics said exist; a fresh topic may take a moment to describe."""
+    found: dict[str, int] = {}
+    for attempt in range(_DESCRIBE_ATTEMPTS):
+        found.update(await topic_partitions(target, [n for n in names if n not in found]))
+        if len(found) == len(names):
+            break
+        await asyncio.sleep(_DESCRIBE_BACKOFF_S * (attempt + 1))
+    for name in names:
+        if name in found:
+            log.info("Remote topic %s already exists with %d partition(s); it is grown now if its source "
+                     "has more", name, found[name])
+        else:
+            log.warning("Remote topic %s already exists but cannot be described; its partitions are checked "
+                        "again at the next refresh", name)
+    return found
+
+
+async def _grow(target: AIOKafkaAdminClient, remote: str, current: int, wanted: int) -> int:
+    """Grow ``remote`` from ``current`` to ``wanted`` partitions; returns the count it has afterwards."""
+    try:
+        await target.create_partitions({remote: NewPartitions(total_count=wanted)})
+    except Exception as exc:
+        # INVALID_PARTITIONS also answers a concurrent grow by another worker: look before warning.
         try:
-            await target.create_partitions(grow)
-            log.info("Increased partitions of %s to follow their source topics", ", ".join(sorted(grow)))
-        except Exception as exc:
-            log.warning("Could not increase partitions of %s: %s", ", ".join(sorted(grow)), exc)
+            now = (await topic_partitions(target, [remote])).get(remote, current)
+        except Exception:
+            now = current
+        if now >= wanted:
+            log.info("Remote topic %s already has %d partitions", remote, now)
+        else:
+            log.warning("Could not increase partitions of remote topic %s from %d to %d (%s); retrying at the "
+                        "next refresh", remote, now, wanted, exc)
+        return now
+    log.info("Increased partitions of remote topic %s from %d to %d to follow its source topic",
+             remote, current, wanted)
+    return wanted
 
 
 async def sync_topic_configs(source: AIOKafkaAdminClient, target: AIOKafkaAdminClient, source_alias: str,

@@ -73,3 +73,16 @@ class SourceTaskContext(ABC):
     task_id: ConnectorTaskId
     #: Committed source offsets, to resume from on start.
     offsets: OffsetReader
+
+    def report_warning(self, message: str, key: str | None = None) -> None:
+        """Show a condition the user should act on in the task's status, without failing the task.
+
+        The message appears in the task's status as ``"warnings": [...]`` (an addition to
+        Kafka Connect's status shape) until :meth:`clear_warning` is called with the same
+        ``key`` (default: the message itself) or the task restarts. Reporting the same key
+        again replaces its message. Example: a source partition whose records were deleted
+        by retention before they were copied.
+        """
+
+    def clear_warning(self, key: str) -> None:
+        """Remove the warning reported under ``key`` (nothing happens if there is none)."""

@@ -59,3 +59,16 @@ class RebalanceInProgressError(ConnectError):
 
     http_status = 409
     retriable = True
+
+
+class PartitionNotAvailableError(RetriableError):
+    """A record's topic or partition is still not in the producer's metadata after ``max.block.ms``.
+
+    Usually a topic that has not been created or grown yet, or a partition without a leader.
+    ``topic`` and ``partition`` (None when the whole topic is unknown) name what was awaited.
+    """
+
+    def __init__(self, topic: str, partition: int | None, message: str):
+        super().__init__(message)
+        self.topic = topic
+        self.partition = partition

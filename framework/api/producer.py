@@ -1,27 +1,127 @@
-"""A producer that writes every record Kafka accepts, including null key *and* null value.
+"""A producer that writes every record Kafka accepts and waits for partitions it does not know yet.
 
 aiokafka's ``send()`` asserts that a record has a key or a value, but Kafka allows records
 with neither, and a mirror must copy them byte for byte. :class:`RecordProducer` sends such
 records through the same metadata, partitioner and accumulator path ``send()`` uses.
+
+aiokafka also asserts (``Unrecognized partition``) when a record names a partition its metadata
+does not list, which happens whenever a topic was just grown, was just created, or the metadata
+is stale. A mirror sends every record to an explicit partition, so :class:`RecordProducer`
+refreshes the metadata and waits for the partition instead, bounded like the Java producer's
+``max.block.ms``, and then raises the retriable :class:`PartitionNotAvailableError`. A record is
+never sent to another partition than the one asked for.
+
 (This touches aiokafka internals, which is why aiokafka is pinned to a minor version.)
 """
 
 from __future__ import annotations
 
+import asyncio
+
 from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.errors import IllegalOperation, TopicAuthorizationFailedError
+
+from framework.api.errors import PartitionNotAvailableError
+
+DEFAULT_MAX_BLOCK_MS = 60_000
+# Upper bound of the pause between two metadata refreshes while waiting for a partition.
+_MAX_REFRESH_BACKOFF_S = 1.0
+
+
+class _PartitionUnknown(Exception):
+    """Raised by ``_partition`` in place of aiokafka's assertion; ``send`` waits and tries again."""
 
 
 class RecordProducer(AIOKafkaProducer):
-    """AIOKafkaProducer whose ``send`` also accepts records with a null key and a null value."""
+    """AIOKafkaProducer for source tasks: null key *and* value allowed; unknown partitions are waited for.
+
+    ``max_block_ms`` (Java ``max.block.ms``, default 60 s) bounds how long ``send`` waits for
+    the topic, or the explicit partition, to appear in the metadata.
+    """
+
+    def __init__(self, *args, max_block_ms: int = DEFAULT_MAX_BLOCK_MS, **kwargs):
+        if max_block_ms < 0:
+            raise ValueError(f"max_block_ms must be >= 0, not {max_block_ms}")
+        super().__init__(*args, **kwargs)
+        self.max_block_ms = max_block_ms
 
     async def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None):
-        """As ``AIOKafkaProducer.send``; a record with neither key nor value is written as such."""
-        transactional = self._txn_manager is not None and self._txn_manager.transactional_id is not None
-        if key is not None or value is not None or transactional:
+        """As ``AIOKafkaProducer.send``, and a record with neither key nor value is written as such.
+
+        Raises :class:`PartitionNotAvailableError` (retriable) if ``topic`` or ``partition`` is
+        still not in the cluster metadata after ``max_block_ms``.
+        """
+        if partition is not None and partition < 0:
+            raise ValueError(f"partition must be >= 0, not {partition} (topic {topic})")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.max_block_ms / 1000
+        while True:
+            await self._wait_for_partition(topic, partition, deadline)
+            try:
+                return await self._send_known(topic, value, key, partition, timestamp_ms, headers)
+            except _PartitionUnknown:
+                # Only reachable if the metadata changed between the wait and the send: wait again.
+                continue
+
+    async def _send_known(self, topic, value, key, partition, timestamp_ms, headers):
+        if key is not None or value is not None:
             return await super().send(topic, value=value, key=key, partition=partition,
                                       timestamp_ms=timestamp_ms, headers=headers)
-        await self.client._wait_on_metadata(topic)
+        # aiokafka's send() would assert here; the rest mirrors what it does for other records.
+        txn = self._txn_manager
+        if txn is not None and txn.transactional_id is not None and not txn.is_in_transaction():
+            raise IllegalOperation("Can't send messages while not in transaction")
         partition = self._partition(topic, partition, None, None, None, None)
         return await self._message_accumulator.add_message(
             TopicPartition(topic, partition), None, None, self._request_timeout_ms / 1000,
             timestamp_ms=timestamp_ms, headers=headers or [])
+
+    def _partition(self, topic, partition, key, value, serialized_key, serialized_value):
+        known = self._metadata.partitions_for_topic(topic)
+        if not known or (partition is not None and partition not in known):
+            raise _PartitionUnknown()
+        return super()._partition(topic, partition, key, value, serialized_key, serialized_value)
+
+    def _known(self, topic: str, partition: int | None) -> bool:
+        known = self._metadata.partitions_for_topic(topic)
+        return bool(known) and (partition is None or partition in known)
+
+    async def _wait_for_partition(self, topic: str, partition: int | None, deadline: float) -> None:
+        """Refresh the metadata until ``topic`` (and ``partition``) is known, or raise at ``deadline``."""
+        if self._known(topic, partition):
+            return
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        backoff = max(self.client._retry_backoff, 0.01)
+        self.client.add_topic(topic)
+        while True:
+            try:
+                # force_metadata_update() is shielded: timing out here leaves the refresh running.
+                await asyncio.wait_for(self.client.force_metadata_update(), max(deadline - loop.time(), 0))
+            except asyncio.TimeoutError:
+                pass
+            if self._known(topic, partition):
+                return
+            if topic in self._metadata.unauthorized_topics:
+                raise TopicAuthorizationFailedError(topic)
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise self._not_available(topic, partition, loop.time() - started)
+            await asyncio.sleep(min(backoff, remaining))
+            backoff = min(backoff * 2, _MAX_REFRESH_BACKOFF_S)
+
+    def _not_available(self, topic: str, partition: int | None, waited_s: float) -> PartitionNotAvailableError:
+        known = self._metadata.partitions_for_topic(topic)
+        waited = f"after waiting {waited_s * 1000:.0f} ms (max.block.ms={self.max_block_ms})"
+        if not known:
+            return PartitionNotAvailableError(
+                topic, partition,
+                f"Topic {topic} is not in the cluster metadata {waited}. Check that the topic exists on "
+                f"the cluster this producer writes to (mirrorline clients never have topics auto-created) "
+                f"and that its brokers are reachable.")
+        return PartitionNotAvailableError(
+            topic, partition,
+            f"Partition {partition} of topic {topic} is not in the cluster metadata {waited}; the topic has "
+            f"partitions 0-{max(known)}. Check that the topic has been grown to at least {partition + 1} "
+            f"partitions (for a mirror: that the connector could create or grow the remote topic) and "
+            f"that the partition has a leader.")

@@ -65,6 +65,16 @@ class SourceTask(ABC):
     async def commit(self) -> None:
         """Called after the runtime has stored source offsets. Optional."""
 
+    def pending_records(self) -> int | None:
+        """How many records are known to wait upstream for this task (its lag), or None if unknown.
+
+        Optional. The runtime's stall watchdog uses it to tell an idle task from a stuck one: a
+        task that reports pending records but has had nothing acknowledged for
+        ``task.stall.timeout.ms`` is flagged in its status and metrics. Must be cheap and must
+        not block: it is called from the runtime's own coroutine.
+        """
+        return None
+
     @abstractmethod
     async def stop(self) -> None:
         """Release resources. ``poll`` is not running when this is called."""

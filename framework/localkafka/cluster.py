@@ -50,27 +50,43 @@ transaction.state.log.num.partitions=3
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
-auto.create.topics.enable=false
 log.segment.bytes=67108864
-log.retention.check.interval.ms=60000
-# keep records whatever their timestamps: tests and demos write historical timestamps, which
-# time-based retention would otherwise delete within a minute of the retention check
-log.retention.ms=-1
 """
 
-#: Client listener authenticating with SASL/PLAIN (used when a cluster has ``sasl_users``). The
-#: controller listener stays PLAINTEXT; the broker talks to itself over the SASL listener as ``admin``.
-_SASL_LISTENER = """\
-listeners=SASL_PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
-advertised.listeners=SASL_PLAINTEXT://127.0.0.1:{port}
+#: The client listener when it is not PLAINTEXT: SASL_PLAINTEXT (``sasl_users``), SSL (``tls``) or
+#: SASL_SSL (both). The controller listener stays PLAINTEXT; the broker talks to itself over the
+#: client listener (as ``admin`` with SASL/PLAIN when SASL is on).
+_SECURED_LISTENER = """\
+listeners={protocol}://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
+advertised.listeners={protocol}://127.0.0.1:{port}
 controller.listener.names=CONTROLLER
-inter.broker.listener.name=SASL_PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
-sasl.enabled.mechanisms=PLAIN
-sasl.mechanism.inter.broker.protocol=PLAIN
-listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN
-listener.name.sasl_plaintext.plain.sasl.jaas.config={jaas}
+inter.broker.listener.name={protocol}
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,{protocol}:{protocol}
 """
+#: SASL on the client listener: PLAIN always (users in the JAAS config), SCRAM with ``scram``.
+_SASL = """\
+sasl.enabled.mechanisms={mechanisms}
+sasl.mechanism.inter.broker.protocol=PLAIN
+listener.name.{listener}.sasl.enabled.mechanisms={mechanisms}
+listener.name.{listener}.plain.sasl.jaas.config={jaas}
+"""
+_SCRAM = """\
+listener.name.{listener}.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.{listener}.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+"""
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+#: TLS on the client listener (``tls``): the broker's key in PKCS12, the CA it trusts (itself, as a
+#: client of its own listener) in PEM. Both are made at first start under ``<home>/tls``.
+_TLS = """\
+ssl.keystore.type=PKCS12
+ssl.keystore.location={keystore}
+ssl.keystore.password={password}
+ssl.truststore.type=PEM
+ssl.truststore.location={truststore}
+ssl.client.auth=none
+"""
+#: Password of every store under ``<home>/tls`` (test material, made for this cluster only).
+TLS_PASSWORD = "local-kafka-tls"
 _PLAINTEXT_LISTENER = """\
 listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
 advertised.listeners=PLAINTEXT://127.0.0.1:{port}
@@ -79,9 +95,31 @@ inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
 """
 
+#: What an mm2.properties needs for clusters of one broker (these local ones): every topic MM2
+#: creates with replication factor 1, where MM2's defaults ask for 3.
+SINGLE_BROKER_MM2_PROPERTIES = """\
+replication.factor = 1
+offset-syncs.topic.replication.factor = 1
+checkpoints.topic.replication.factor = 1
+heartbeats.topic.replication.factor = 1
+config.storage.replication.factor = 1
+offset.storage.replication.factor = 1
+status.storage.replication.factor = 1
+"""
+
 #: The broker's own SASL user (inter-broker and readiness probes) unless ``sasl_users`` names ``admin``.
 SASL_ADMIN_USER = "admin"
 SASL_ADMIN_PASSWORD = "admin-secret"
+
+#: Kafka's KRaft ACL authorizer (ClusterSpec.authorizer). With no ACL on a resource only super users may
+#: use it (``allow.everyone.if.no.acl.found`` stays at its default, false). The broker authenticates to
+#: itself as ``admin`` over the SASL listener; over the PLAINTEXT controller listener it registers and
+#: heartbeats as ``User:ANONYMOUS``, which needs CLUSTER_ACTION, so both are super users. No client can be
+#: ANONYMOUS: the only client listener refuses unauthenticated connections.
+_AUTHORIZER = """\
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users={super_users}
+"""
 
 
 def _jaas_quote(text: str) -> str:
@@ -90,10 +128,37 @@ def _jaas_quote(text: str) -> str:
     return text
 
 
+def _scram_quote(text: str) -> str:
+    if not text or any(c in text for c in ',[]="\\') or any(c.isspace() for c in text):
+        raise LocalKafkaError(f"SCRAM user names and passwords may not be empty nor contain ',[]=\"\\' or "
+                              f"blanks: {text!r}")
+    return text
+
+
 def render_server_properties(spec: "ClusterSpec", data_dir: Path) -> str:
-    """The ``server.properties`` of a cluster: PLAINTEXT, or SASL_PLAINTEXT/PLAIN with ``sasl_users``."""
+    """The ``server.properties`` of a cluster: PLAINTEXT, or SASL_PLAINTEXT/PLAIN with ``sasl_users``.
+
+    ``spec.tls`` puts TLS on the client listener (SSL, or SASL_SSL with ``sasl_users``);
+    ``spec.scram`` enables SCRAM-SHA-256/512 beside PLAIN; ``spec.authorizer`` adds Kafka's
+    StandardAuthorizer (requires ``sasl_users``).
+    """
     text = _SERVER_PROPERTIES.format(name=spec.name, port=spec.port, controller_port=spec.controller_port,
                                      data_dir=data_dir)
+    if spec.authorizer and not spec.sasl_users:
+        raise LocalKafkaError(f"cluster {spec.name}: an authorizer needs SASL users (sasl_users) to tell "
+                              "principals apart")
+    if spec.scram and not spec.sasl_users:
+        raise LocalKafkaError(f"cluster {spec.name}: SCRAM needs SASL users (sasl_users)")
+    if not spec.sasl_users and not spec.tls:
+        return text
+    plain = _PLAINTEXT_LISTENER.format(port=spec.port, controller_port=spec.controller_port)
+    assert plain in text
+    protocol = spec.security_protocol
+    text = text.replace(plain, _SECURED_LISTENER.format(protocol=protocol, port=spec.port,
+                                                        controller_port=spec.controller_port))
+    if spec.tls:
+        text += _TLS.format(keystore=spec.tls_dir / "server.p12", truststore=spec.tls_dir / "ca.pem",
+                            password=TLS_PASSWORD)
     if not spec.sasl_users:
         return text
     admin_password = spec.sasl_admin_credentials()[1]
@@ -101,10 +166,15 @@ def render_server_properties(spec: "ClusterSpec", data_dir: Path) -> str:
     jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
             f'username="{SASL_ADMIN_USER}" password="{_jaas_quote(admin_password)}"'
             + "".join(f' user_{_jaas_quote(u)}="{_jaas_quote(p)}"' for u, p in users.items()) + ";")
-    plain = _PLAINTEXT_LISTENER.format(port=spec.port, controller_port=spec.controller_port)
-    sasl = _SASL_LISTENER.format(port=spec.port, controller_port=spec.controller_port, jaas=jaas)
-    assert plain in text
-    return text.replace(plain, sasl)
+    mechanisms = ",".join(("PLAIN", *SCRAM_MECHANISMS) if spec.scram else ("PLAIN",))
+    listener = protocol.lower()
+    text += _SASL.format(mechanisms=mechanisms, listener=listener, jaas=jaas)
+    if spec.scram:
+        text += _SCRAM.format(listener=listener)
+    if spec.authorizer:
+        supers = [SASL_ADMIN_USER, "ANONYMOUS", *(u for u in spec.super_users or () if u != SASL_ADMIN_USER)]
+        text += _AUTHORIZER.format(super_users=";".join(f"User:{u}" for u in supers))
+    return text
 
 
 @dataclass(frozen=True)
@@ -118,28 +188,61 @@ class ClusterSpec:
     #: username -> password: the client listener is SASL_PLAINTEXT with mechanism PLAIN and
     #: refuses unauthenticated clients. None (default): a PLAINTEXT listener, no authentication.
     sasl_users: dict[str, str] | None = field(default=None, compare=False, hash=False)
+    #: Run Kafka's KRaft ACL authorizer (StandardAuthorizer) with ``admin`` as the super user: every
+    #: other SASL user may do only what ACLs grant it. Needs ``sasl_users``. Default: no authorizer.
+    authorizer: bool = field(default=False, compare=False, hash=False)
+    #: TLS on the client listener (SASL_SSL with ``sasl_users``, else SSL), with a CA and a server
+    #: certificate for 127.0.0.1/localhost made at first start under ``<home>/tls`` (see :attr:`tls_dir`).
+    tls: bool = field(default=False, compare=False, hash=False)
+    #: Also enable SCRAM-SHA-256 and SCRAM-SHA-512 (beside PLAIN); every SASL user, ``admin`` included,
+    #: gets SCRAM credentials when the storage is formatted (first start only). Needs ``sasl_users``.
+    scram: bool = field(default=False, compare=False, hash=False)
+    #: SASL users the authorizer treats as super users, besides ``admin``.
+    super_users: list[str] | None = field(default=None, compare=False, hash=False)
 
     @property
     def bootstrap_servers(self) -> str:
         """The address any Kafka client connects to."""
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def security_protocol(self) -> str:
+        """The client listener's protocol: PLAINTEXT, SASL_PLAINTEXT, SSL or SASL_SSL."""
+        if self.tls:
+            return "SASL_SSL" if self.sasl_users else "SSL"
+        return "SASL_PLAINTEXT" if self.sasl_users else "PLAINTEXT"
+
+    @property
+    def tls_dir(self) -> Path:
+        """Where a ``tls`` cluster keeps its CA and stores (framework.testing.tls's file names:
+        ``ca.pem``, ``truststore.jks``, ``truststore.p12``, ``server.p12`` ...; password :data:`TLS_PASSWORD`)."""
+        return self.home / "tls"
+
     def sasl_admin_credentials(self) -> tuple[str, str]:
         """``(user, password)`` the broker itself authenticates with (also used to probe readiness)."""
         return SASL_ADMIN_USER, (self.sasl_users or {}).get(SASL_ADMIN_USER, SASL_ADMIN_PASSWORD)
 
-    def client_properties(self, user: str | None = None) -> dict[str, str]:
-        """Java-style client settings reaching this cluster (as ``user`` when SASL is on; default admin)."""
+    def client_properties(self, user: str | None = None, mechanism: str = "PLAIN") -> dict[str, str]:
+        """Java-style client settings reaching this cluster (as ``user`` when SASL is on; default admin).
+
+        ``mechanism``: PLAIN, or SCRAM-SHA-256/512 on a ``scram`` cluster. A ``tls`` cluster's
+        settings trust its CA through the JKS truststore under :attr:`tls_dir`.
+        """
         props = {"bootstrap.servers": self.bootstrap_servers}
         if self.sasl_users:
             name, password = self.sasl_admin_credentials()
             if user is not None and user != name:
                 name, password = user, self.sasl_users[user]
+            module = ("plain.PlainLoginModule" if mechanism == "PLAIN" else "scram.ScramLoginModule")
             props.update({
-                "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-                "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                "security.protocol": self.security_protocol, "sasl.mechanism": mechanism,
+                "sasl.jaas.config": f"org.apache.kafka.common.security.{module} required "
                                     f'username="{name}" password="{password}";',
             })
+        if self.tls:
+            props.update({"security.protocol": self.security_protocol,
+                          "ssl.truststore.location": str(self.tls_dir / "truststore.jks"),
+                          "ssl.truststore.password": TLS_PASSWORD})
         return props
 
 
@@ -195,15 +298,18 @@ def _run_coroutine_blocking(coro):
     return result.get("value")
 
 
-async def _broker_answers(bootstrap: str, sasl: tuple[str, str] | None = None) -> bool:
+async def _broker_answers(bootstrap: str, sasl: tuple[str, str] | None = None,
+                          client: dict | None = None) -> bool:
     """True once the broker serves metadata listing itself (registered with the controller).
 
-    ``sasl``: ``(user, password)`` to authenticate with SASL_PLAINTEXT/PLAIN.
+    ``sasl``: ``(user, password)`` to authenticate with SASL_PLAINTEXT/PLAIN; ``client``: aiokafka
+    security arguments instead (TLS clusters).
     """
     from aiokafka.admin import AIOKafkaAdminClient
 
     auth = {} if sasl is None else {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
                                     "sasl_plain_username": sasl[0], "sasl_plain_password": sasl[1]}
+    auth.update(client or {})
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=3000, **auth)
     try:
         await admin.start()
@@ -288,6 +394,10 @@ class LocalCluster:
         libs = resolve_kafka_classpath()
         java = java_executable()
         self.spec.home.mkdir(parents=True, exist_ok=True)
+        if self.spec.tls and not (self.spec.tls_dir / "server.p12").exists():
+            from framework.testing.tls import write_tls_material
+
+            write_tls_material(self.spec.tls_dir, TLS_PASSWORD, server_name=f"local-kafka-{self.spec.name}")
         self.config_file.write_text(render_server_properties(self.spec, self.data_dir))
         classpath = f"{libs}/*"
         if self.cluster_id() is None or not (self.data_dir / "meta.properties").exists():
@@ -321,7 +431,7 @@ class LocalCluster:
         cluster_id = new_cluster_id()
         result = subprocess.run(
             [java, "-Xmx256m", "-cp", classpath, "kafka.tools.StorageTool", "format", "-t", cluster_id,
-             "-c", str(self.config_file), "--standalone", "--ignore-formatted"],
+             "-c", str(self.config_file), "--standalone", "--ignore-formatted", *self._scram_arguments()],
             capture_output=True, text=True,
         )
         if result.returncode != 0:
@@ -329,9 +439,28 @@ class LocalCluster:
             raise LocalKafkaError(f"formatting storage of cluster {self.spec.name} failed: {tail[0]}")
         self.record(cluster_id=cluster_id)
 
+    def _scram_arguments(self) -> list[str]:
+        """``--add-scram`` arguments creating every SASL user's SCRAM credentials (``scram`` clusters)."""
+        if not (self.spec.scram and self.spec.sasl_users):
+            return []
+        users = dict([self.spec.sasl_admin_credentials()], **self.spec.sasl_users)
+        return [arg for user, password in users.items() for mechanism in SCRAM_MECHANISMS
+                for arg in ("--add-scram", f"{mechanism}=[name={_scram_quote(user)},password={_scram_quote(password)}]")]
+
+    def _probe_arguments(self) -> tuple[tuple[str, str] | None, dict | None]:
+        """What :func:`_broker_answers` needs to authenticate: SASL credentials, or client kwargs (TLS)."""
+        if self.spec.tls:
+            from framework.api.kafka_clients import client_kwargs
+
+            kwargs, _ = client_kwargs(self.spec.client_properties(), "admin")
+            kwargs.pop("bootstrap_servers")
+            return None, kwargs
+        return (self.spec.sasl_admin_credentials() if self.spec.sasl_users else None), None
+
     def wait_ready(self, timeout: float = 90.0, proc: subprocess.Popen | None = None) -> None:
         """Block until the broker answers a metadata request, or raise LocalKafkaError."""
         deadline = time.monotonic() + timeout
+        sasl, client = self._probe_arguments()
         while time.monotonic() < deadline:
             if proc is not None and proc.poll() is not None:
                 raise LocalKafkaError(
@@ -339,8 +468,7 @@ class LocalCluster:
                     f"{self._last_error_line()} (full log: {self.log_file})"
                 )
             if not port_is_free(self.spec.port) and _run_coroutine_blocking(
-                    _broker_answers(self.spec.bootstrap_servers,
-                                    self.spec.sasl_admin_credentials() if self.spec.sasl_users else None)):
+                    _broker_answers(self.spec.bootstrap_servers, sasl, client)):
                 return
             time.sleep(0.25)
         raise LocalKafkaError(
@@ -392,4 +520,7 @@ def _spec_json(spec: ClusterSpec) -> dict:
     data["home"] = str(spec.home)
     if not spec.sasl_users:
         data.pop("sasl_users")  # unchanged cluster.json for plain clusters
+    for option in ("authorizer", "tls", "scram", "super_users"):  # unchanged cluster.json without them
+        if not data[option]:
+            data.pop(option)
     return data

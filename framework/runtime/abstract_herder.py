@@ -1,28 +1,42 @@
 """AbstractHerder: what every herder shares, as Kafka Connect's AbstractHerder.
 
 Reads answered from the config and status stores (connector lists, configs, statuses, task
-configs, offsets), config validation with the one ConfigDef of each plugin, and the plugin
-listings. Subclasses decide how changes are made: :class:`~framework.runtime.standalone.
-StandaloneHerder` applies them on its one worker, :class:`~framework.runtime.distributed.herder.
-DistributedHerder` through the cluster's config topic.
+configs, offsets), config validation with the one ConfigDef of each plugin, the plugin
+listings, and the lifecycle rules written once: starting a connector according to its target
+state, generating task configs (a failure fails the connector), failure handling and
+automatic restarts (:class:`~framework.runtime.supervisor.Supervisor`), and offset changes.
+
+Subclasses decide how changes are made and serialised: :class:`~framework.runtime.standalone.
+StandaloneHerder` applies them on its one worker under one lock, :class:`~framework.runtime.
+distributed.herder.DistributedHerder` on one coroutine, learning of configs and assignments
+through the cluster's config topic and group. Each implements ``_schedule_change`` (run a
+change serialised with all others), ``_changes_serialised`` (an async context manager held
+around offset changes), and the two restarts the supervisor asks for.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from framework import __version__
-from framework.api.config import Config
-from framework.api.config import ConfigValue
-from framework.api.connector import Connector
+from framework.api.config import Config, ConfigDef, ConfigValue
+from framework.api.connector import Connector, SourceConnector
 from framework.api.errors import BadRequestError, ForbiddenError, NotFoundError
+from framework.api.records import ConnectorTaskId
+from framework.api.secrets import HIDDEN, is_secret, redact, restore_hidden, scrub, secret_values
 from framework.plugins import PluginRegistry, full_name
 from framework.runtime.connector_config import CONNECTOR_CONFIG_DEF
 from framework.runtime.herder import Herder
+from framework.runtime.supervisor import Supervisor
 from framework.runtime.worker import Worker
 from framework.storage.configs import ConfigStore, TargetState
 from framework.storage.offsets import OffsetStore
 from framework.storage.status import State, StatusStore
+
+log = logging.getLogger(__name__)
 
 INITIAL_STATES = {"RUNNING": TargetState.STARTED, "PAUSED": TargetState.PAUSED, "STOPPED": TargetState.STOPPED}
 
@@ -38,12 +52,107 @@ class AbstractHerder(Herder):
     worker_id: str
     worker: Worker
     worker_config: Config
+    supervisor: Supervisor
     #: connector -> topics its tasks on this worker wrote to
     _active_topics: dict[str, set[str]]
 
+    # -- what subclasses provide -------------------------------------------------------------
+    def _schedule_change(self, change: Callable[[], Awaitable[None]]) -> None:
+        """Run ``change()`` soon, serialised with every other change this herder makes."""
+        raise NotImplementedError
+
+    def _changes_serialised(self) -> contextlib.AbstractAsyncContextManager:
+        """Held around offset changes so they never interleave with other changes (no-op by default)."""
+        return contextlib.nullcontext()
+
+    async def _restart_failed_connector(self, name: str) -> None:
+        """Start a failed connector again if it should still run on this worker."""
+        raise NotImplementedError
+
+    async def _restart_failed_task(self, task_id: ConnectorTaskId) -> None:
+        """Start a failed task again if it should still run on this worker."""
+        raise NotImplementedError
+
+    async def _regenerate_task_configs(self, name: str) -> None:
+        """Ask the connector running here for task configs again and apply them if they changed."""
+        raise NotImplementedError
+
+    def _on_reconfigure_request(self, name: str) -> None:
+        """A connector asked for new task configs; requests made while one is pending are merged."""
+        if name in self._reconfiguring:  # the pending one will see the latest state
+            return
+        self._reconfiguring.add(name)
+        self._schedule_change(lambda: self._reconfigure(name))
+
+    async def _reconfigure(self, name: str) -> None:
+        self._reconfiguring.discard(name)
+        await self._regenerate_task_configs(name)
+
+    # -- the worker and its supervision --------------------------------------------------------
+    def _init_worker(self, worker_id: str) -> None:
+        """Create the Worker and the Supervisor that restarts what fails on it."""
+        self._active_topics = {}
+        self._reconfiguring: set[str] = set()
+        self.supervisor = Supervisor(self.worker_config, self._schedule_change, self._restart_failed_connector,
+                                     self._restart_failed_task)
+        self.worker = Worker(worker_id, self.worker_config, self.plugins, self.offset_store, self.status_store,
+                             on_reconfigure=self._on_reconfigure_request, on_connector_error=self._on_connector_error,
+                             on_failure=self.supervisor.failed, on_topic=self._record_topic)
+
+    def _on_connector_error(self, name: str, error: BaseException) -> None:
+        self._schedule_change(lambda: self.worker.fail_connector(name, error, "reported a fatal error"))
+
+    def _record_topic(self, connector: str, topic: str) -> None:
+        if self.worker_config["topic.tracking.enable"]:
+            self._active_topics.setdefault(connector, set()).add(topic)
+
+    async def _start_connector_in_target_state(self, name: str) -> bool:
+        """Start the connector here as its target state says; True if it now runs (RUNNING or PAUSED)."""
+        config = self.config_store.connectors().get(name)
+        if config is None:
+            return False
+        state = self.config_store.target_state(name)
+        if state == TargetState.STOPPED:
+            await self.worker.set_connector_state(name, State.STOPPED)
+            return False
+        self.supervisor.started(name)
+        return await self.worker.start_connector(name, config, paused=state == TargetState.PAUSED)
+
+    async def _generate_task_configs(self, name: str) -> list[dict[str, str]] | None:
+        """The running connector's task configs, or None after failing the connector if it could not make them."""
+        try:
+            return await self.worker.task_configs(name)
+        except Exception as exc:  # the connector's failure, reported in its status
+            await self.worker.fail_connector(name, exc, "failed to generate task configs")
+            return None
+
+    async def _start_task(self, task_id: ConnectorTaskId, task_config: dict[str, str],
+                          connector_config: dict[str, Any] | None = None) -> None:
+        """Start one task here in its connector's target state."""
+        self.supervisor.started(task_id)
+        paused = self.config_store.target_state(task_id.connector) == TargetState.PAUSED
+        await self.worker.start_task(task_id, task_config, paused=paused, connector_config=connector_config)
+
+    def _should_restart_task(self, task_id: ConnectorTaskId) -> bool:
+        """Whether a failed task still has a config, a running target state, and no instance here."""
+        name = task_id.connector
+        return (name in self.config_store.connectors()
+                and self.config_store.target_state(name) != TargetState.STOPPED
+                and task_id.task < len(self.config_store.task_configs(name))
+                and task_id not in self.worker.tasks)
+
     def connector_warnings(self, name: str) -> list[str]:
-        """Warnings the connector reported on this worker (none by default)."""
-        return []
+        """Warnings the connector reported on this worker."""
+        return self.worker.warnings.get(name, [])
+
+    def _task_info(self, name: str, task: int, status) -> dict[str, Any]:
+        """A task's status in Connect's shape, plus (beyond Connect) its warnings and automatic restarts."""
+        task_id = ConnectorTaskId(name, task)
+        info = {"id": task, **status.info(), **self.supervisor.info(task_id)}
+        warnings = self.worker.task_warnings(task_id)
+        if warnings:
+            info["warnings"] = warnings
+        return info
 
     # -- helpers -------------------------------------------------------------------------
     def _require(self, name: str) -> dict[str, str]:
@@ -57,6 +166,7 @@ class AbstractHerder(Herder):
         """A submitted config as strings (with ``name``) and its initial target state; 400 if invalid."""
         config = {str(k): str(v) for k, v in config.items() if v is not None}
         config["name"] = name
+        config = self._restore_hidden(name, config)
         target = INITIAL_STATES.get((initial_state or "RUNNING").upper())
         if target is None:
             raise BadRequestError(f"Invalid initial state {initial_state}; expected RUNNING, PAUSED or STOPPED")
@@ -85,6 +195,38 @@ class AbstractHerder(Herder):
         count = len(self.config_store.task_configs(name))
         return {i: s for i, s in self.status_store.tasks(name).items() if i < count}
 
+    # -- secrets: the stores keep real values; what leaves through these read methods is redacted --
+    def _config_def_of(self, config: dict[str, Any]) -> ConfigDef:
+        """The settings of the connector ``config`` names (common ones alone if its class is unknown)."""
+        try:
+            cls = self.plugins.connector_class(str(config.get("connector.class", "")))
+        except NotFoundError:
+            return CONNECTOR_CONFIG_DEF
+        return CONNECTOR_CONFIG_DEF.merged(cls.config_def)
+
+    def _redacted(self, config: dict[str, Any], config_def: ConfigDef | None = None) -> dict[str, Any]:
+        return redact(config, config_def if config_def is not None else self._config_def_of(config))
+
+    def _secrets_of(self, name: str) -> list[str]:
+        """Every secret string of the connector's config and task configs (to scrub from traces)."""
+        config = self.config_store.connectors().get(name) or {}
+        config_def = self._config_def_of(config)
+        found = set(secret_values(config, config_def))
+        for task_config in self.config_store.task_configs(name):
+            found.update(secret_values(task_config, config_def))
+        return sorted(found, key=len, reverse=True)
+
+    def _restore_hidden(self, name: str, config: dict[str, Any]) -> dict[str, Any]:
+        """``config`` with each secret sent as ``[hidden]`` replaced by the stored value (a GET
+        written back unchanged must not overwrite the secret); 400 if there is none to keep."""
+        stored = self.config_store.connectors().get(name)
+        restored, missing = restore_hidden(config, stored, self._config_def_of(config))
+        if missing:
+            raise BadRequestError(
+                f"{', '.join(sorted(missing))}: the value {HIDDEN} stands for a secret already stored, but "
+                f"connector {name} has no stored value for it; send the secret itself")
+        return restored
+
     def _connector_type(self, config: dict[str, Any]) -> str:
         try:
             return self.plugins.connector_class(str(config.get("connector.class", ""))).type
@@ -102,10 +244,10 @@ class AbstractHerder(Herder):
     async def connector_info(self, name: str) -> dict[str, Any]:
         config = self._require(name)
         tasks = [{"connector": name, "task": i} for i in range(len(self.config_store.task_configs(name)))]
-        return {"name": name, "config": config, "tasks": tasks, "type": self._connector_type(config)}
+        return {"name": name, "config": self._redacted(config), "tasks": tasks, "type": self._connector_type(config)}
 
     async def connector_config(self, name: str) -> dict[str, str]:
-        return self._require(name)
+        return self._redacted(self._require(name))
 
     async def patch_connector_config(self, name, patch):
         config = dict(self._require(name))
@@ -123,22 +265,24 @@ class AbstractHerder(Herder):
         config = self._require(name)
         status = self.status_store.connector(name)
         connector = status.info() if status else {"state": State.UNASSIGNED.value, "worker_id": self.worker_id}
+        connector.update(self.supervisor.info(name))
         warnings = self.connector_warnings(name)
         if warnings:
             connector["warnings"] = list(warnings)
-        tasks = [{"id": i, **s.info()} for i, s in self._task_statuses(name).items()]
-        return {"name": name, "connector": connector, "tasks": tasks, "type": self._connector_type(config)}
+        tasks = [self._task_info(name, i, s) for i, s in self._task_statuses(name).items()]
+        status = {"name": name, "connector": connector, "tasks": tasks, "type": self._connector_type(config)}
+        return _scrubbed(status, self._secrets_of(name))
 
     async def task_status(self, name: str, task: int) -> dict[str, Any]:
         self._require(name)
         status = self._task_statuses(name).get(task)
         if status is None:
             raise NotFoundError(f"Task {name}-{task} not found")
-        return {"id": task, **status.info()}
+        return _scrubbed(self._task_info(name, task, status), self._secrets_of(name))
 
     async def task_configs(self, name: str) -> list[dict[str, Any]]:
-        self._require(name)
-        return [{"id": {"connector": name, "task": i}, "config": c}
+        config_def = self._config_def_of(self._require(name))
+        return [{"id": {"connector": name, "task": i}, "config": self._redacted(c, config_def)}
                 for i, c in enumerate(self.config_store.task_configs(name))]
 
     # -- offsets --------------------------------------------------------------------------
@@ -159,7 +303,25 @@ class AbstractHerder(Herder):
 
     def _runs_tasks_here(self, name: str) -> bool:
         """Whether tasks of the connector still run on this worker."""
-        return False
+        return bool(self.worker.connector_tasks(name))
+
+    async def alter_connector_offsets(self, name: str, offsets: list[dict[str, Any]]) -> str:
+        async with self._changes_serialised():
+            config = self._require_stopped(name)
+            pairs = self._parse_offsets(offsets)
+            connector_class = self.plugins.connector_class(config["connector.class"])
+            if issubclass(connector_class, SourceConnector):
+                await connector_class().alter_offsets(config, pairs)
+            await self.offset_store.put(name, pairs)
+            return "The offsets for this connector have been altered successfully"
+
+    async def reset_connector_offsets(self, name: str) -> str:
+        async with self._changes_serialised():
+            self._require_stopped(name)
+            pairs = await self.offset_store.all(name)
+            if pairs:
+                await self.offset_store.put(name, [(p, None) for p, _ in pairs])
+            return "The offsets for this connector have been reset successfully"
 
     @staticmethod
     def _parse_offsets(offsets: list[dict[str, Any]]) -> list[tuple[dict, dict | None]]:
@@ -219,20 +381,38 @@ class AbstractHerder(Herder):
 
     def validate_or_raise(self, config: dict[str, Any]) -> None:
         """BadRequestError listing every problem of a connector config (class unknown, values invalid)."""
-        try:
-            cls = self.plugins.connector_class(str(config.get("connector.class", "")))
-        except NotFoundError as exc:
-            if not config.get("connector.class"):
-                raise BadRequestError("Connector config is missing required configuration \"connector.class\"") from None
-            raise BadRequestError(str(exc)) from None
-        infos = _config_infos(full_name(cls), cls, config)
-        errors = [f"{c['value']['name']}: {e}" for c in infos["configs"] for e in c["value"]["errors"]]
-        if errors:
-            raise BadRequestError(
-                f"Connector configuration is invalid and contains the following {len(errors)} error(s):\n"
-                + "\n".join(errors)
-                + f"\nYou can also find the above list of errors at the endpoint "
-                  f"`/connector-plugins/{cls.__name__}/config/validate`")
+        validate_or_raise(self.plugins, config)
+
+
+def validate_or_raise(plugins: PluginRegistry, config: dict[str, Any]) -> None:
+    """BadRequestError listing every problem of a connector config (class unknown, values invalid)."""
+    try:
+        cls = plugins.connector_class(str(config.get("connector.class", "")))
+    except NotFoundError as exc:
+        if not config.get("connector.class"):
+            raise BadRequestError("Connector config is missing required configuration \"connector.class\"") from None
+        raise BadRequestError(str(exc)) from None
+    infos = _config_infos(full_name(cls), cls, config)
+    errors = [f"{c['value']['name']}: {e}" for c in infos["configs"] for e in c["value"]["errors"]]
+    if errors:
+        raise BadRequestError(
+            f"Connector configuration is invalid and contains the following {len(errors)} error(s):\n"
+            + "\n".join(errors)
+            + f"\nYou can also find the above list of errors at the endpoint "
+              f"`/connector-plugins/{cls.__name__}/config/validate`")
+
+
+def _scrubbed(value: Any, secrets: list[str]) -> Any:
+    """``value`` (a JSON-ready status) with every secret string in it replaced by ``[hidden]``."""
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        return scrub(value, secrets)
+    if isinstance(value, dict):
+        return {k: _scrubbed(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrubbed(v, secrets) for v in value]
+    return value
 
 
 def _version_of(cls: type[Connector]) -> str | None:
@@ -254,11 +434,16 @@ def _config_infos(name: str, cls: type[Connector], config: dict[str, Any]) -> di
                            errors=[f"The connector's validate() raised: {exc}"])]
     own_keys = cls.config_def.keys
     values += [(own_keys.get(v.name), v) for v in own if v.name not in common_def.keys or v.errors]
+    config_def = common_def.merged(cls.config_def)
+    secrets = secret_values(config, config_def)
     configs = []
     for key, value in values:
         definition = key.info() if key is not None else {"name": value.name}
-        configs.append({"definition": definition,
-                        "value": value.info(key.type if key is not None else common_def.keys["name"].type)})
+        shown = value.info(key.type if key is not None else common_def.keys["name"].type)
+        if shown["value"] is not None and is_secret(value.name, config_def):
+            shown["value"] = HIDDEN
+        shown["errors"] = [scrub(e, secrets) for e in shown["errors"]]
+        configs.append({"definition": definition, "value": shown})
     groups = [*common_def.groups(), *[g for g in cls.config_def.groups() if g not in common_def.groups()]]
     return {"name": name, "error_count": sum(len(v.errors) for _, v in values), "groups": groups,
             "configs": configs}

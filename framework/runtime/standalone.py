@@ -2,23 +2,22 @@
 
 Connector configs live in memory (given on the command line or over REST each run);
 source offsets live in ``offset.storage.file.filename``. Every change to a connector runs
-under one lock, so REST calls and background reconfigurations never interleave.
+under one lock, so REST calls, background reconfigurations and automatic restarts never
+interleave; every start and stop under it is bounded in time (see the Worker), so the lock
+is never held without bound.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import traceback
-from typing import Any
+from collections.abc import Awaitable, Callable
 
-from framework.api.connector import SourceConnector
 from framework.api.errors import AlreadyExistsError, NotFoundError
 from framework.api.records import ConnectorTaskId
 from framework.plugins import PluginRegistry
 from framework.runtime.abstract_herder import AbstractHerder
 from framework.runtime.background import BackgroundTasks
-from framework.runtime.worker import Worker
 from framework.storage.configs import ConfigStore, TargetState
 from framework.storage.offsets import OffsetStore
 from framework.storage.status import State, StatusStore
@@ -37,14 +36,10 @@ class StandaloneHerder(AbstractHerder):
         self.offset_store = offset_store
         self.worker_config = worker_config
         self.kafka_cluster_id = kafka_cluster_id
-        self.worker = Worker(worker_id, worker_config, plugins, offset_store, status_store,
-                             on_reconfigure=self._request_reconfiguration,
-                             on_connector_error=self._connector_error, on_topic=self._record_topic)
         self._lock = asyncio.Lock()
         self._background = BackgroundTasks("herder")
-        self._active_topics: dict[str, set[str]] = {}
-        self._reconfiguring: set[str] = set()
         self._started = False
+        self._init_worker(worker_id)
 
     @property
     def worker_id(self) -> str:
@@ -60,53 +55,47 @@ class StandaloneHerder(AbstractHerder):
 
     async def stop(self) -> None:
         """Stop every task and connector, storing their offsets, then the stores."""
+        await self.supervisor.close()
         await self._background.close()
         async with self._lock:
             await self.worker.stop()
         for store in (self.status_store, self.config_store, self.offset_store):
             await store.stop()
 
-    # -- callbacks from connectors and tasks ----------------------------------------------
-    def _request_reconfiguration(self, name: str) -> None:
-        if name in self._reconfiguring:  # one is already pending: it will see the latest state
-            return
-        self._reconfiguring.add(name)
-        self._background.spawn(self._reconfigure(name), f"reconfigure-{name}")
+    # -- serialising changes (AbstractHerder) ----------------------------------------------
+    def _schedule_change(self, change: Callable[[], Awaitable[None]]) -> None:
+        self._background.spawn(self._locked(change), "change")
 
-    async def _reconfigure(self, name: str) -> None:
+    async def _locked(self, change: Callable[[], Awaitable[None]]) -> None:
         async with self._lock:
-            self._reconfiguring.discard(name)
-            if name in self.worker.connectors and self.config_store.target_state(name) != TargetState.STOPPED:
-                await self._update_tasks(name)
+            try:
+                await change()
+            except Exception:
+                log.exception("A background change of the standalone herder failed")
 
-    def _connector_error(self, name: str, error: BaseException) -> None:
-        self._background.spawn(self._fail_connector(name, error), f"fail-{name}")
+    def _changes_serialised(self):
+        return self._lock
 
-    async def _fail_connector(self, name: str, error: BaseException) -> None:
-        async with self._lock:
-            log.error("Connector %s reported a fatal error and is stopped: %s", name, error)
-            await self.worker.stop_connector(name)
-            await self.worker.set_connector_state(name, State.FAILED, "".join(traceback.format_exception(error)))
+    async def _restart_failed_connector(self, name: str) -> None:
+        if name in self.config_store.connectors() and name not in self.worker.connectors:
+            await self._start_connector_and_tasks(name, force=False)
 
-    def _record_topic(self, connector: str, topic: str) -> None:
-        if self.worker_config["topic.tracking.enable"]:
-            self._active_topics.setdefault(connector, set()).add(topic)
+    async def _restart_failed_task(self, task_id: ConnectorTaskId) -> None:
+        if self._should_restart_task(task_id):
+            await self._start_tasks(task_id.connector, only={task_id.task})
 
-    async def _start_connector_and_tasks(self, name: str) -> None:
-        state = self.config_store.target_state(name)
-        if state == TargetState.STOPPED:
-            await self.worker.set_connector_state(name, State.STOPPED)
-            return
-        if await self.worker.start_connector(name, self._require(name), paused=state == TargetState.PAUSED):
-            await self._update_tasks(name, force=True)
+    async def _regenerate_task_configs(self, name: str) -> None:
+        if name in self.worker.connectors and self.config_store.target_state(name) != TargetState.STOPPED:
+            await self._update_tasks(name)
+
+    # -- what runs ---------------------------------------------------------------------------
+    async def _start_connector_and_tasks(self, name: str, force: bool = True) -> None:
+        if await self._start_connector_in_target_state(name):
+            await self._update_tasks(name, force=force)
 
     async def _update_tasks(self, name: str, force: bool = False) -> None:
-        try:
-            configs = await self.worker.task_configs(name)
-        except Exception as exc:
-            log.error("Connector %s failed to generate task configs: %s", name, exc)
-            await self.worker.stop_connector(name)
-            await self.worker.set_connector_state(name, State.FAILED, "".join(traceback.format_exception(exc)))
+        configs = await self._generate_task_configs(name)
+        if configs is None:
             return
         if not force and configs == self.config_store.task_configs(name) and self.worker.connector_tasks(name):
             return
@@ -115,19 +104,17 @@ class StandaloneHerder(AbstractHerder):
         await self._start_tasks(name)
 
     async def _start_tasks(self, name: str, only: set[int] | None = None) -> None:
-        paused = self.config_store.target_state(name) == TargetState.PAUSED
         for index, task_config in enumerate(self.config_store.task_configs(name)):
             if only is None or index in only:
-                await self.worker.start_task(ConnectorTaskId(name, index), task_config, paused=paused)
+                await self._start_task(ConnectorTaskId(name, index), task_config)
 
     async def _stop_tasks(self, name: str, only: set[int] | None = None) -> None:
-        for task_id in self.worker.connector_tasks(name):
-            if only is None or task_id.task in only:
-                await self.worker.stop_task(task_id)
+        await self.worker.stop_tasks([t for t in self.worker.connector_tasks(name) if only is None or t.task in only])
         if only is None:
             await self.status_store.remove(name, keep_connector=True)
 
     async def _stop_all(self, name: str) -> None:
+        self.supervisor.forget_connector(name)
         await self._stop_tasks(name)
         await self.worker.stop_connector(name)
 
@@ -170,27 +157,25 @@ class StandaloneHerder(AbstractHerder):
             if restart_connector:
                 await self._restart_connector_instance(name, tasks_too=bool(tasks))
             if tasks and not (restart_connector and self.config_store.task_configs(name)):
+                for task in tasks:
+                    self.supervisor.forget(ConnectorTaskId(name, task))
                 await self._stop_tasks(name, only=tasks)
                 await self._start_tasks(name, only=tasks)
             return plan
 
     async def _restart_connector_instance(self, name: str, tasks_too: bool = False) -> None:
+        self.supervisor.forget(name)
         await self.worker.stop_connector(name)
-        state = self.config_store.target_state(name)
-        if state == TargetState.STOPPED:
-            await self.worker.set_connector_state(name, State.STOPPED)
-            return
-        if await self.worker.start_connector(name, self._require(name), paused=state == TargetState.PAUSED):
-            if tasks_too or not self.worker.connector_tasks(name):
-                await self._update_tasks(name, force=True)
-            else:
-                await self._update_tasks(name)
+        if tasks_too:
+            self.supervisor.forget_connector(name)
+        await self._start_connector_and_tasks(name, force=tasks_too or not self.worker.connector_tasks(name))
 
     async def restart_task(self, name: str, task: int) -> None:
         async with self._lock:
             self._require(name)
             if task not in range(len(self.config_store.task_configs(name))):
                 raise NotFoundError(f"Task {name}-{task} not found")
+            self.supervisor.forget(ConnectorTaskId(name, task))
             await self._stop_tasks(name, only={task})
             await self._start_tasks(name, only={task})
 
@@ -223,30 +208,3 @@ class StandaloneHerder(AbstractHerder):
             await self._stop_all(name)
             await self.config_store.put_task_configs(name, [])
             await self.worker.set_connector_state(name, State.STOPPED)
-
-    # -- offsets --------------------------------------------------------------------------
-    def _runs_tasks_here(self, name: str) -> bool:
-        return bool(self.worker.connector_tasks(name))
-
-    def connector_warnings(self, name: str) -> list[str]:
-        return self.worker.warnings.get(name, [])
-
-    async def alter_connector_offsets(self, name: str, offsets: list[dict[str, Any]]) -> str:
-        async with self._lock:
-            config = self._require_stopped(name)
-            pairs = self._parse_offsets(offsets)
-            connector_class = self.plugins.connector_class(config["connector.class"])
-            if issubclass(connector_class, SourceConnector):
-                await connector_class().alter_offsets(config, pairs)
-            await self.offset_store.put(name, pairs)
-            return "The offsets for this connector have been altered successfully"
-
-    async def reset_connector_offsets(self, name: str) -> str:
-        async with self._lock:
-            self._require_stopped(name)
-            pairs = await self.offset_store.all(name)
-            await self.offset_store.put(name, [(p, None) for p, _ in pairs])
-            return "The offsets for this connector have been reset successfully"
-
-
-

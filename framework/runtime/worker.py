@@ -2,13 +2,21 @@
 
 It knows nothing of REST, stores of configs or cluster membership: a herder tells it what
 to run. It reports every state change through the status store, tagged with its worker id.
+
+Failures go one way, whatever their source (``start``, ``task_configs``, a task loop, a
+connector's ``raise_error``): :meth:`Worker.fail_connector` / the task's failure callback
+record FAILED with the trace, log one ERROR line saying what to do, count it, release the
+instance, and tell the herder's supervisor (``on_failure``), which restarts it later. Every
+call into plugin code that starts or stops something is bounded by a timeout
+(``start.timeout.ms``, ``task.shutdown.graceful.timeout.ms``), and tasks stop in parallel.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +24,10 @@ from framework.api.config import Config
 from framework.api.connector import Connector
 from framework.api.kafka_clients import client_kwargs
 from framework.api.records import ConnectorTaskId
+from framework.api.secrets import scrub, secret_values
 from framework.plugins import PluginRegistry
+from framework.runtime import metrics
+from framework.runtime.bounded import bounded
 from framework.runtime.connector_config import CONNECTOR_CONFIG_DEF, PRODUCER_OVERRIDE_PREFIX
 from framework.runtime.context import StoreOffsetReader, WorkerConnectorContext
 from framework.runtime.worker_config import PRODUCER_PREFIX
@@ -25,6 +36,9 @@ from framework.storage.offsets import OffsetStore
 from framework.storage.status import State, Status, StatusStore
 
 log = logging.getLogger(__name__)
+
+#: ``on_failure(key)`` -> seconds until the automatic restart, or None when there is none.
+FailureListener = Callable[[str | ConnectorTaskId], float | None]
 
 
 @dataclass
@@ -44,13 +58,17 @@ def _as_setting(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def _trace(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(exc))
+
+
 class Worker:
     """Starts and stops connectors and tasks, and records their statuses."""
 
     def __init__(self, worker_id: str, worker_config: Config, plugins: PluginRegistry,
                  offset_store: OffsetStore, status_store: StatusStore, *,
                  on_reconfigure: Callable[[str], None], on_connector_error: Callable[[str, BaseException], None],
-                 on_topic: Callable[[str, str], None] | None = None):
+                 on_failure: FailureListener | None = None, on_topic: Callable[[str, str], None] | None = None):
         self.warnings: dict[str, list[str]] = {}
         self.worker_id = worker_id
         self.config = worker_config
@@ -59,11 +77,17 @@ class Worker:
         self.status_store = status_store
         self._on_reconfigure = on_reconfigure
         self._on_connector_error = on_connector_error
+        self._on_failure = on_failure
         self._on_topic = on_topic
         self.connectors: dict[str, RunningConnector] = {}
         self.tasks: dict[ConnectorTaskId, WorkerSourceTask] = {}
+        self._stopping: dict[ConnectorTaskId, asyncio.Task] = {}
+        #: connector -> its secret values, so failure messages never log them
+        self._secrets: dict[str, list[str]] = {}
         #: The group generation written with every status (distributed mode; 0 otherwise).
         self.generation = 0
+        self.start_timeout_s = worker_config["start.timeout.ms"] / 1000
+        self.stop_timeout_s = worker_config["task.shutdown.graceful.timeout.ms"] / 1000
 
     # -- statuses ------------------------------------------------------------------------
     async def set_connector_state(self, name: str, state: State, trace: str | None = None) -> None:
@@ -83,6 +107,39 @@ class Worker:
         if message not in messages:
             messages.append(message)
 
+    def task_warnings(self, task_id: ConnectorTaskId) -> list[str]:
+        """Conditions the task running here reports (retrying, stalled, data lost...)."""
+        task = self.tasks.get(task_id)
+        return list(task.warnings.values()) if task is not None else []
+
+    def _restart_note(self, delay: float | None) -> str:
+        if delay is None:
+            return "Fix the cause, then restart it with POST /connectors/{name}/restart?includeTasks=true&onlyFailed=true"
+        return (f"It restarts by itself in {delay:g}s (restart.on.failure.enable); the trace is in "
+                f"GET /connectors/{{name}}/status")
+
+    # -- failures ------------------------------------------------------------------------
+    async def fail_connector(self, name: str, exc: BaseException, what: str = "failed") -> None:
+        """Stop the connector instance (if it runs) and record it FAILED; its tasks keep running, as in Connect."""
+        await self.stop_connector(name)
+        metrics.CONNECTOR_FAILURES.labels(name).inc()
+        delay = self._on_failure(name) if self._on_failure is not None else None
+        log.error("Connector %s %s: %s. %s", name, what, scrub(str(exc), self._secrets.get(name, ())),
+                  self._restart_note(delay).format(name=name))
+        await self.set_connector_state(name, State.FAILED, _trace(exc))
+
+    async def _fail_task(self, task_id: ConnectorTaskId, exc: BaseException) -> None:
+        """A task's failure callback: FAILED with trace, log, metric, supervisor; then release its resources."""
+        metrics.TASK_FAILURES.labels(task_id.connector, str(task_id.task)).inc()
+        delay = self._on_failure(task_id) if self._on_failure is not None else None
+        failed = self.tasks.get(task_id)
+        secrets = [*self._secrets.get(task_id.connector, ()), *(secret_values(failed.config) if failed else ())]
+        log.error("Task %s failed: %s. %s", task_id, scrub(str(exc), secrets),
+                  self._restart_note(delay).format(name=task_id.connector))
+        await self.set_task_state(task_id, State.FAILED, _trace(exc))
+        if failed is not None and failed.failed:
+            await self.stop_task(task_id)  # flushes what was acknowledged, closes clients
+
     # -- connectors ----------------------------------------------------------------------
     def parse_connector_config(self, raw: dict[str, Any]) -> tuple[type[Connector], Config]:
         """Resolve the connector class and parse ``raw`` with the common and the connector's settings."""
@@ -91,38 +148,45 @@ class Worker:
 
     async def start_connector(self, name: str, raw: dict[str, Any], paused: bool = False) -> bool:
         """Instantiate, initialise and start a connector; False (and FAILED status) if that fails."""
+        connector = None
+        self._secrets[name] = secret_values(raw)
         try:
             connector_class, config = self.parse_connector_config(raw)
+            self._secrets[name] = secret_values(raw, connector_class.config_def)
             connector = connector_class()
             self.warnings.pop(name, None)
             connector.initialize(WorkerConnectorContext(
                 name, StoreOffsetReader(self.offset_store, name), self._on_reconfigure, self._on_connector_error,
                 self._warn))
-            await connector.start(config)
+            await bounded(connector.start(config), self.start_timeout_s, f"Connector {name}: start()")
         except Exception as exc:
-            log.error("Connector %s failed to start: %s. Fix its config and restart it "
-                      "(POST /connectors/%s/restart).", name, exc, name)
-            await self.set_connector_state(name, State.FAILED, "".join(traceback.format_exception(exc)))
+            if connector is not None:  # release what a half-done start() opened
+                await self._stop_instance(name, connector)
+            await self.fail_connector(name, exc, "failed to start")
             return False
         self.connectors[name] = RunningConnector(connector, config)
         await self.set_connector_state(name, State.PAUSED if paused else State.RUNNING)
         return True
 
     async def stop_connector(self, name: str) -> None:
-        """Stop a running connector instance (its tasks are stopped separately)."""
+        """Stop a running connector instance (its tasks are stopped separately); bounded in time."""
         running = self.connectors.pop(name, None)
-        if running is None:
-            return
+        if running is not None:
+            await self._stop_instance(name, running.connector)
+
+    async def _stop_instance(self, name: str, connector: Connector) -> None:
         try:
-            await running.connector.stop()
-        except Exception:
-            log.exception("Connector %s raised from stop()", name)
+            await bounded(connector.stop(), self.stop_timeout_s, f"Connector {name}: stop()")
+        except Exception as exc:
+            log.error("Connector %s: stop() raised or hung (%r); the worker goes on, but the connector's "
+                      "resources may leak", name, exc)
 
     async def task_configs(self, name: str) -> list[dict[str, str]]:
         """Ask a running connector for its task configs, capped at ``tasks.max``."""
         running = self.connectors[name]
         max_tasks = running.config["tasks.max"]
-        configs = await running.connector.task_configs(max_tasks)
+        configs = await bounded(running.connector.task_configs(max_tasks), self.start_timeout_s,
+                                f"Connector {name}: task_configs()")
         if len(configs) > max_tasks:
             log.warning("Connector %s returned %d task configs for tasks.max=%d; using the first %d",
                         name, len(configs), max_tasks, max_tasks)
@@ -135,8 +199,14 @@ class Worker:
 
         The connector's settings (producer overrides, the task class) come from the connector
         instance when it runs here, otherwise from ``connector_config`` (distributed mode runs
-        tasks on workers other than their connector's).
+        tasks on workers other than their connector's). A previous instance of the same task
+        still stopping is waited for first, so two never run side by side.
         """
+        previous = self._stopping.get(task_id)
+        if previous is not None:
+            await asyncio.wait({previous})
+        if task_id in self.tasks:
+            await self.stop_task(task_id)
         running = self.connectors.get(task_id.connector)
         try:
             if running is not None:
@@ -147,8 +217,7 @@ class Worker:
                 connector_class, connector_settings = self.parse_connector_config(connector_config)
             task = connector_class().task_class()()
         except Exception as exc:
-            log.error("Task %s cannot be created: %s", task_id, exc)
-            await self.set_task_state(task_id, State.FAILED, "".join(traceback.format_exception(exc)))
+            await self._fail_task(task_id, exc)
             return
         producer_props = {
             "bootstrap.servers": ",".join(self.config["bootstrap.servers"]),
@@ -161,25 +230,48 @@ class Worker:
             log.info("Task %s: producer settings with no aiokafka equivalent are ignored: %s", task_id, ignored)
         worker_task = WorkerSourceTask(
             task_id, task, task_config, producer_kwargs=kwargs, offset_store=self.offset_store,
-            on_status=self._task_status, flush_interval_s=self.config["offset.flush.interval.ms"] / 1000,
+            offset_reader=StoreOffsetReader(self.offset_store, task_id.connector),
+            on_status=self._task_status, on_failure=self._fail_task,
+            flush_interval_s=self.config["offset.flush.interval.ms"] / 1000,
+            start_timeout_s=self.start_timeout_s, stall_timeout_s=self.config["task.stall.timeout.ms"] / 1000,
             on_topic=self._on_topic)
         self.tasks[task_id] = worker_task
         await self.set_task_state(task_id, State.UNASSIGNED)
         await worker_task.start(paused=paused)
 
     async def stop_task(self, task_id: ConnectorTaskId) -> None:
-        """Stop one task, storing the offsets of what it wrote."""
+        """Stop one task, storing the offsets of what it wrote; bounded by the graceful timeout."""
         worker_task = self.tasks.pop(task_id, None)
-        if worker_task is not None:
-            await worker_task.stop(self.config["offset.flush.timeout.ms"] / 1000)
+        if worker_task is None:
+            previous = self._stopping.get(task_id)
+            if previous is not None:
+                await asyncio.wait({previous})
+            return
+        stopping = asyncio.ensure_future(self._stop_bounded(worker_task))
+        self._stopping[task_id] = stopping
+        try:
+            await asyncio.shield(stopping)
+        finally:
+            if stopping.done() and self._stopping.get(task_id) is stopping:
+                del self._stopping[task_id]
+
+    async def _stop_bounded(self, worker_task: WorkerSourceTask) -> None:
+        flush_s = min(self.config["offset.flush.timeout.ms"] / 1000, self.stop_timeout_s)
+        try:
+            await bounded(worker_task.stop(flush_s), self.stop_timeout_s + flush_s, f"Task {worker_task.id}: stop")
+        except Exception as exc:
+            log.error("Task %s did not stop cleanly (%r); the worker goes on. Records after its last stored "
+                      "offset are written again when it next starts", worker_task.id, exc)
+
+    async def stop_tasks(self, task_ids: Iterable[ConnectorTaskId]) -> None:
+        """Stop several tasks in parallel (as Connect does on a rebalance), each bounded in time."""
+        await asyncio.gather(*(self.stop_task(t) for t in task_ids))
 
     def connector_tasks(self, name: str) -> list[ConnectorTaskId]:
         """Ids of this connector's tasks running here, sorted."""
         return sorted(t for t in self.tasks if t.connector == name)
 
     async def stop(self) -> None:
-        """Stop every task, then every connector."""
-        for task_id in list(self.tasks):
-            await self.stop_task(task_id)
-        for name in list(self.connectors):
-            await self.stop_connector(name)
+        """Stop every task (in parallel), then every connector."""
+        await self.stop_tasks(list(self.tasks))
+        await asyncio.gather(*(self.stop_connector(n) for n in list(self.connectors)))

@@ -1,28 +1,40 @@
-"""WorkerSourceTask: runs one SourceTask — poll, produce, track acks, commit offsets.
+"""WorkerSourceTask: runs one SourceTask — poll, produce, track acks, commit offsets — under supervision.
 
 Delivery: records are written with acks=all and idempotence, one producer per task, so
 records of a Kafka partition keep the order ``poll`` returned them in. Offsets are stored
 every ``offset.flush.interval.ms`` and on stop, only up to the last record acknowledged
 together with all before it (:class:`~framework.runtime.offset_tracker.OffsetTracker`).
 A crash therefore re-sends at most the records after the last flush: at-least-once.
+
+Supervision: the task is RUNNING only while all of its loops (poll, acks, flush, watchdog)
+run. An exception escaping any of them, ``start``, or a record the target refuses, stops
+every loop and reports the failure once through ``on_failure`` (the Worker records FAILED
+with the trace, logs it, counts it, and the supervisor restarts the task later). Retriable
+errors (a broker down, a partition not known yet, a full producer buffer) are not failures:
+the same call is retried with back-off, in order, and the task says so in its status while
+it lasts (``"warnings"``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import traceback
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from framework.api.producer import RecordProducer
+from aiokafka.errors import KafkaError, KafkaTimeoutError
 
-from framework.api.errors import RetriableError
+from framework.api.context import OffsetReader
+from framework.api.errors import ConnectError, RetriableError
+from framework.api.producer import RecordProducer
 from framework.api.records import ConnectorTaskId, RecordMetadata, SourceRecord
 from framework.api.task import SourceTask
+from framework.runtime import metrics
 from framework.runtime.background import BackgroundTasks
-from framework.runtime.context import StoreOffsetReader, WorkerSourceTaskContext
+from framework.runtime.bounded import bounded
+from framework.runtime.context import WorkerSourceTaskContext
 from framework.runtime.offset_tracker import OffsetTracker
 from framework.storage.offsets import OffsetStore, partition_key
 from framework.storage.status import State
@@ -30,24 +42,47 @@ from framework.storage.status import State
 log = logging.getLogger(__name__)
 
 StatusCallback = Callable[[ConnectorTaskId, State, str | None], Awaitable[None]]
+FailureCallback = Callable[[ConnectorTaskId, BaseException], Awaitable[None]]
 
 RETRY_BACKOFF_S = 1.0
+RETRY_BACKOFF_MAX_S = 10.0
+RETRYING = "retrying"
+STALLED = "stalled"
+
+
+class RecordWriteError(ConnectError):
+    """The target refused a record for good (too large, not authorised...): the task fails."""
+
+
+def is_retriable(exc: BaseException) -> bool:
+    """Whether ``exc`` is transient: our RetriableError, an aiokafka error marked retriable, or
+    aiokafka's KafkaTimeoutError (not marked so, but raised by ``send`` when its buffer stayed
+    full, e.g. while a broker is down: the record was not taken, so sending it again keeps order)."""
+    if isinstance(exc, KafkaTimeoutError):
+        return True
+    return isinstance(exc, (RetriableError, KafkaError)) and bool(getattr(exc, "retriable", False))
 
 
 class WorkerSourceTask:
-    """Drives one source task from start to stop and reports its state through ``on_status``."""
+    """Drives one source task from start to stop and reports its state through the callbacks."""
 
     def __init__(self, task_id: ConnectorTaskId, task: SourceTask, config: dict[str, str], *,
-                 producer_kwargs: dict[str, Any], offset_store: OffsetStore, on_status: StatusCallback,
-                 flush_interval_s: float, on_topic: Callable[[str, str], None] | None = None):
+                 producer_kwargs: dict[str, Any], offset_store: OffsetStore, offset_reader: OffsetReader,
+                 on_status: StatusCallback, on_failure: FailureCallback, flush_interval_s: float,
+                 start_timeout_s: float = 60.0, stall_timeout_s: float = 60.0,
+                 on_topic: Callable[[str, str], None] | None = None):
         self.id = task_id
         self.task = task
         self.config = config
         self._producer_kwargs = producer_kwargs
         self._store = offset_store
+        self._offset_reader = offset_reader
         self._on_status = on_status
+        self._on_failure = on_failure
         self._on_topic = on_topic
         self._flush_interval_s = flush_interval_s
+        self._start_timeout_s = start_timeout_s
+        self._stall_timeout_s = stall_timeout_s
         self._tracker = OffsetTracker(task_id.connector)
         self._acked: deque[tuple[SourceRecord, RecordMetadata]] = deque()
         self._acked_event = asyncio.Event()
@@ -55,36 +90,45 @@ class WorkerSourceTask:
         self._resumed.set()
         self._background = BackgroundTasks(str(task_id))
         self._producer: RecordProducer | None = None
-        self._send_error: BaseException | None = None
         self._commit_due = False
         self._unstored: dict[str, tuple[dict, dict]] = {}
         self._started = False
         self._topics: set[str] = set()
+        self._last_progress = time.monotonic()
+        self._failure_report: asyncio.Future | None = None
+        #: Conditions shown in the task's status (key -> message), reported by the runtime and the task.
+        self.warnings: dict[str, str] = {}
         self.failed = False
+        self._labels = (task_id.connector, str(task_id.task))
+        # Counters exist from the start at 0, so Prometheus' increase() sees their first step.
+        metrics.TASK_FAILURES.labels(*self._labels)
+        metrics.TASK_RESTARTS.labels(*self._labels)
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self, paused: bool = False) -> None:
-        """Start the producer and the task, then the poll and flush loops; a failure leaves it FAILED."""
+        """Start the producer and the task, then the loops; a failure is reported through ``on_failure``."""
         try:
             # Larger batches than aiokafka's 16 KB default: aiokafka has one request in flight per
             # broker, so small batches cap throughput (measured: +35% at 1 KB records, and a third
             # of the broker CPU). producer.batch.size / producer.override.batch.size still win.
             self._producer = RecordProducer(**{"acks": "all", "enable_idempotence": True, "linger_ms": 5,
                                                "max_batch_size": 512 * 1024, **self._producer_kwargs})
-            await self._producer.start()
-            self.task.initialize(WorkerSourceTaskContext(self.id, StoreOffsetReader(self._store, self.id.connector)))
-            await self.task.start(dict(self.config))
+            await bounded(self._producer.start(), self._start_timeout_s, f"Task {self.id}: starting its producer")
+            self.task.initialize(WorkerSourceTaskContext(self.id, self._offset_reader, self.warnings))
+            await bounded(self.task.start(dict(self.config)), self._start_timeout_s, f"Task {self.id}: start()")
             self._started = True
         except Exception as exc:
-            await self._fail(exc)
+            self._fail(exc)
             return
+        self._last_progress = time.monotonic()
+        metrics.TASK_RUNNING.labels(*self._labels).set(1)
         if paused:
             await self.pause()
         else:
             await self._on_status(self.id, State.RUNNING, None)
-        self._background.spawn(self._poll_loop(), "poll")
-        self._background.spawn(self._ack_loop(), "acks")
-        self._background.spawn(self._flush_loop(), "flush")
+        for loop, name in ((self._poll_loop, "poll"), (self._ack_loop, "acks"), (self._flush_loop, "flush"),
+                           (self._watchdog_loop, "watchdog")):
+            self._background.spawn(self._supervised(loop, name), name)
 
     async def pause(self) -> None:
         """Stop polling until resumed; records already returned are still written."""
@@ -96,57 +140,98 @@ class WorkerSourceTask:
         """Poll again after a pause."""
         if not self.failed:
             self._resumed.set()
+            self._last_progress = time.monotonic()
             await self._on_status(self.id, State.RUNNING, None)
 
     async def stop(self, timeout: float = 10.0) -> None:
         """Stop polling, write out what is in flight, store offsets, then stop the task and producer."""
         await self._background.close(timeout)
         await self._shutdown(timeout)
+        self._clear_metrics()
 
     async def _shutdown(self, timeout: float) -> None:
         if self._producer is not None:
             try:
                 await asyncio.wait_for(self._producer.flush(), timeout)
             except Exception as exc:  # a broker down at shutdown: keep the offsets we have
-                log.warning("Task %s could not flush its producer on stop (%s); records after the last "
+                log.warning("Task %s could not flush its producer on stop (%r); records after the last "
                             "stored offset will be written again on restart", self.id, exc)
             await self._commit_offsets()
             await self._drain_acked()
         if self._started:
             self._started = False
             try:
-                await self.task.stop()
-            except Exception:
-                log.exception("Task %s raised from stop()", self.id)
+                await bounded(self.task.stop(), timeout, f"Task {self.id}: stop()")
+            except Exception as exc:
+                log.error("Task %s: stop() raised or hung (%r); its resources may leak", self.id, exc)
         if self._producer is not None:
-            await self._producer.stop()
+            try:
+                await bounded(self._producer.stop(), timeout, f"Task {self.id}: stopping its producer")
+            except Exception as exc:
+                log.warning("Task %s: its producer did not stop cleanly: %r", self.id, exc)
             self._producer = None
+
+    def _clear_metrics(self) -> None:
+        for gauge in (metrics.TASK_RUNNING, metrics.TASK_STALLED, metrics.TASK_RETRYING):
+            gauge.labels(*self._labels).set(0)
 
     def forget_topics(self) -> None:
         """Forget which topics this task wrote to (topic-tracking reset)."""
         self._topics.clear()
 
+    # -- supervision -----------------------------------------------------------------------
+    async def _supervised(self, loop: Callable[[], Awaitable[None]], name: str) -> None:
+        try:
+            await loop()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if not isinstance(exc, (ConnectError, KafkaError)):
+                log.debug("Task %s: its %s loop raised", self.id, name, exc_info=True)
+            self._fail(exc)
+
+    def _fail(self, exc: BaseException) -> None:
+        """Stop every loop (but the caller's) and report the failure, once."""
+        if self.failed:
+            return
+        self.failed = True
+        self._resumed.clear()
+        self._background.cancel_all(except_current=True)
+        metrics.TASK_RUNNING.labels(*self._labels).set(0)
+        self._failure_report = asyncio.ensure_future(self._on_failure(self.id, exc))
+
+    def _set_retrying(self, message: str | None) -> None:
+        if message is None:
+            if self.warnings.pop(RETRYING, None) is not None:
+                metrics.TASK_RETRYING.labels(*self._labels).set(0)
+                log.info("Task %s recovered and resumed", self.id)
+        else:
+            if RETRYING not in self.warnings:
+                metrics.TASK_RETRYING.labels(*self._labels).set(1)
+            self.warnings[RETRYING] = message
+
     # -- loops ---------------------------------------------------------------------------
     async def _poll_loop(self) -> None:
+        backoff = RETRY_BACKOFF_S
         while True:
             await self._resumed.wait()
-            if self._send_error is not None:
-                await self._fail(self._send_error)
-                return
             try:
                 records = await self.task.poll()
             except asyncio.CancelledError:
                 raise
-            except RetriableError as exc:
-                log.warning("Task %s poll failed with a retriable error, retrying in %.0fs: %s",
-                            self.id, RETRY_BACKOFF_S, exc)
-                await asyncio.sleep(RETRY_BACKOFF_S)
-                continue
             except Exception as exc:
-                await self._fail(exc)
-                return
+                if not is_retriable(exc):
+                    raise
+                log.warning("Task %s: poll() failed with a retriable error, retrying in %.0fs: %r",
+                            self.id, backoff, exc)
+                self._set_retrying(f"poll() is retrying after a retriable error: {exc!r}")
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
+                continue
+            backoff = RETRY_BACKOFF_S
             for record in records or ():
                 await self._send(record)
+            self._set_retrying(None)
             if self._commit_due:
                 self._commit_due = False
                 await self._call_task("commit", self.task.commit())
@@ -165,25 +250,79 @@ class WorkerSourceTask:
             await self._commit_offsets()
             self._commit_due = True  # Connect calls commit() after every flush, even an empty one
 
+    async def _watchdog_loop(self) -> None:
+        """Flag the task while it reports pending records but has had nothing acknowledged for a while."""
+        if self._stall_timeout_s <= 0:
+            return
+        while True:
+            await asyncio.sleep(min(5.0, self._stall_timeout_s / 4))
+            if not self._resumed.is_set():
+                self._last_progress = time.monotonic()
+                continue
+            try:
+                pending = self.task.pending_records()
+            except Exception as exc:  # an optional hint: never fail the task for it
+                log.debug("Task %s: pending_records() raised %r", self.id, exc)
+                pending = None
+            idle = time.monotonic() - self._last_progress
+            if pending and idle > self._stall_timeout_s:
+                if STALLED not in self.warnings:
+                    log.warning("Task %s is stalled: %d records wait upstream but none was written for %.0fs. "
+                                "Check the target cluster and this task's log", self.id, pending, idle)
+                    metrics.TASK_STALLED.labels(*self._labels).set(1)
+                self.warnings[STALLED] = (f"stalled: {pending} records wait upstream but none was written "
+                                          f"for {idle:.0f}s")
+            elif self.warnings.pop(STALLED, None) is not None:
+                metrics.TASK_STALLED.labels(*self._labels).set(0)
+                log.info("Task %s is no longer stalled", self.id)
+
     # -- producing -----------------------------------------------------------------------
     async def _send(self, record: SourceRecord) -> None:
+        """Hand one record to the producer, retrying retriable refusals in place (order is kept)."""
         assert self._producer is not None
-        future = await self._producer.send(record.topic, value=record.value, key=record.key,
-                                           partition=record.partition, timestamp_ms=record.timestamp,
-                                           headers=list(record.headers) or None)
+        backoff = RETRY_BACKOFF_S
+        while True:
+            try:
+                future = await self._producer.send(record.topic, value=record.value, key=record.key,
+                                                   partition=record.partition, timestamp_ms=record.timestamp,
+                                                   headers=list(record.headers) or None)
+                break
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if not is_retriable(exc):
+                    raise self._write_error(record, exc) from exc
+                log.warning("Task %s: writing to %s partition %s is retried in %.0fs: %r", self.id, record.topic,
+                            record.partition, backoff, exc)
+                self._set_retrying(f"writing to {record.topic} is retrying: {exc!r}")
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
         pending = self._tracker.submit(record.source_partition, record.source_offset)
         future.add_done_callback(lambda f: self._on_ack(f, record, pending))
+
+    def _write_error(self, record: SourceRecord, exc: BaseException, partition: int | None = None) -> RecordWriteError:
+        where = record.partition if partition is None else partition
+        return RecordWriteError(
+            f"Task {self.id} could not write the record of source partition {record.source_partition} at "
+            f"source offset {record.source_offset} (or a record sent in the same batch) to topic "
+            f"{record.topic} partition {where}: {exc!r}. Nothing after it is written; the task restarts "
+            f"from its last stored offset")
 
     def _on_ack(self, future: asyncio.Future, record: SourceRecord, pending) -> None:
         if future.cancelled():
             return
-        error = future.exception()
+        error = future.exception()  # retrieved even when failed already, so asyncio does not complain
+        if self.failed:
+            return
         if error is not None:
-            if self._send_error is None:
-                self._send_error = error
+            # aiokafka already retried retriable errors (idempotent batches never expire): this is final.
+            exc = self._write_error(record, error)
+            exc.__cause__ = error
+            self._fail(exc)
             return
         metadata = future.result()
         self._tracker.ack(pending)
+        self._last_progress = time.monotonic()
         self._acked.append((record, RecordMetadata(metadata.topic, metadata.partition, metadata.offset,
                                                    metadata.timestamp)))
         self._acked_event.set()
@@ -203,7 +342,7 @@ class WorkerSourceTask:
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("Task %s raised from %s(); continuing", self.id, what)
+            log.exception("Task %s raised from %s(); continuing (Connect treats it the same way)", self.id, what)
 
     async def _commit_offsets(self) -> None:
         for partition, offset in self._tracker.committable():
@@ -214,7 +353,7 @@ class WorkerSourceTask:
         try:
             await self._store.put(self.id.connector, batch)
         except Exception as exc:
-            log.error("Task %s could not store %d source offsets (%s); retrying with the next flush",
+            log.error("Task %s could not store %d source offsets (%r); retrying with the next flush",
                       self.id, len(batch), exc)
             return
         for partition, offset in batch:
@@ -222,9 +361,3 @@ class WorkerSourceTask:
             if self._unstored.get(key) == (partition, offset):
                 del self._unstored[key]
         self._commit_due = True
-
-    async def _fail(self, exc: BaseException) -> None:
-        self.failed = True
-        trace = "".join(traceback.format_exception(exc))
-        log.error("Task %s failed and will not run until restarted: %s", self.id, exc)
-        await self._on_status(self.id, State.FAILED, trace)

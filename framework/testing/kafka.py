@@ -1,17 +1,40 @@
-"""Small async Kafka helpers for tests and benchmarks (topic creation, produce, read back)."""
+"""Small async Kafka helpers for tests and benchmarks (topic creation, produce, read back).
+
+The local clusters run on Kafka's broker defaults: topics are auto-created by any client's
+metadata request for a missing topic, and records older than ``log.retention.ms`` (7 days)
+are deleted at the next retention check (30 s after start, then every 5 minutes). These
+helpers never auto-create a topic, and :func:`produce` refuses records the broker would
+delete while a test still needs them.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
+import time
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from framework.api.producer import RecordProducer
 
+#: Topic config for records with fixed historical timestamps (e.g. 2023): no time-based
+#: retention, so the broker's retention check does not delete them mid-test. Remote topics
+#: created by the mirror copy it from their source topic.
+KEEP_OLD_RECORDS = {"retention.ms": "-1"}
 
-async def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None) -> None:
-    """Create a topic (replication factor 1) and raise if the broker reports an error."""
+#: How long a test may still need a record after producing it (see :func:`produce`).
+_RETENTION_MARGIN_MS = 10 * 60 * 1000
+
+
+async def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None,
+                       timeout: float = 30.0) -> None:
+    """Create a topic (replication factor 1); raise if the broker reports an error.
+
+    Returns once the broker serves every partition with a leader: in KRaft the controller
+    accepts the topic a moment before the broker knows it.
+    """
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
@@ -20,6 +43,14 @@ async def create_topic(bootstrap: str, name: str, partitions: int = 1, config: d
         for topic_error in response.topic_errors:
             if topic_error[1] != 0:
                 raise RuntimeError(f"creating topic {name} failed: {topic_error}")
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not any(entry["topic"] == name and entry["error_code"] == 0 and len(entry["partitions"]) == partitions
+                      and all(p["leader"] >= 0 for p in entry["partitions"])
+                      for entry in await admin.describe_topics()):
+            if asyncio.get_running_loop().time() > deadline:
+                raise RuntimeError(f"topic {name} has no leader for each of its {partitions} partitions "
+                                   f"after {timeout:.0f}s")
+            await asyncio.sleep(0.1)
     finally:
         await admin.close()
 
@@ -35,17 +66,38 @@ async def topics_of(bootstrap: str) -> set[str]:
 
 
 async def partitions_of(bootstrap: str, topic: str) -> list[int]:
-    """The partition ids of ``topic`` as the broker sees them now (empty if it does not exist)."""
+    """The partition ids of ``topic`` as the broker sees them now (empty if it does not exist).
+
+    Never creates the topic: a metadata request naming a missing topic would make a broker
+    with ``auto.create.topics.enable=true`` create it, so this asks for every topic instead.
+    """
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        described = await admin.describe_topics([topic])
+        described = await admin.describe_topics()
     finally:
         await admin.close()
     for entry in described:
         if entry["topic"] == topic and entry["error_code"] == 0:
             return sorted(p["partition"] for p in entry["partitions"])
     return []
+
+
+async def topic_config(bootstrap: str, topic: str, name: str, **client: object) -> str | None:
+    """The current value of topic config ``name`` (None if the topic does not exist).
+
+    ``client`` adds aiokafka admin arguments (e.g. SASL settings from ``client_kwargs``).
+    """
+    admin = AIOKafkaAdminClient(**{**client, "bootstrap_servers": bootstrap})
+    await admin.start()
+    try:
+        [response] = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+    finally:
+        await admin.close()
+    [(error_code, _message, _type, _name, entries)] = response.resources
+    if error_code != 0:
+        return None
+    return next((entry[1] for entry in entries if entry[0] == name), None)
 
 
 async def read_all(bootstrap: str, topic: str, timeout: float = 30.0, expect: int | None = None):
@@ -88,7 +140,14 @@ async def produce(bootstrap: str, topic: str, records, **client: object) -> None
     """Send ``(partition, key, value, headers, timestamp_ms)`` tuples with acks=all and idempotence.
 
     ``client`` adds aiokafka producer arguments (e.g. SASL settings from ``client_kwargs``).
+    With explicit timestamps, the topic must exist and keep records that old for a while
+    longer: otherwise this raises, naming :data:`KEEP_OLD_RECORDS`, instead of letting the
+    broker's retention check delete them at some point of the test run.
     """
+    records = list(records)
+    timestamps = [r[4] for r in records if r[4] is not None]
+    if timestamps:
+        await _check_retention(bootstrap, topic, min(timestamps), client)
     producer = RecordProducer(**{"acks": "all", "enable_idempotence": True, **client, "bootstrap_servers": bootstrap})
     await producer.start()
     try:
@@ -97,6 +156,24 @@ async def produce(bootstrap: str, topic: str, records, **client: object) -> None
         await asyncio.gather(*futures)
     finally:
         await producer.stop()
+
+
+async def _check_retention(bootstrap: str, topic: str, oldest_ms: int, client: dict) -> None:
+    admin_parameters = inspect.signature(AIOKafkaAdminClient).parameters
+    admin_client = {k: v for k, v in client.items() if k in admin_parameters}
+    deadline = asyncio.get_running_loop().time() + 5
+    while (retention := await topic_config(bootstrap, topic, "retention.ms", **admin_client)) is None \
+            and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.2)  # a topic just created elsewhere may not be known to the broker yet
+    if retention is None:
+        raise AssertionError(f"produce: topic {topic} does not exist on {bootstrap}; create it first "
+                             f"(the broker would auto-create it with default settings)")
+    age_ms = int(time.time() * 1000) - oldest_ms
+    if int(retention) >= 0 and age_ms > int(retention) - _RETENTION_MARGIN_MS:
+        raise AssertionError(
+            f"produce: a record timestamped {oldest_ms} is {age_ms / 3_600_000:.1f} h old, but topic {topic} "
+            f"has retention.ms={retention}: the broker's retention check would delete it during the test. "
+            f"Create the topic with config=KEEP_OLD_RECORDS (framework.testing.kafka) or use recent timestamps.")
 
 
 def record_tuples(records) -> list[tuple]:
@@ -123,3 +200,15 @@ async def read_mirrored(source_bootstrap: str, topic: str, target_bootstrap: str
         if complete or loop.time() > deadline:
             return source, target
         await asyncio.sleep(1.0)
+
+
+async def commit_on(bootstrap: str, group: str, offsets: dict[TopicPartition, int], **client: object) -> None:
+    """Commit ``offsets`` for consumer group ``group`` as a consumer does (assigned partitions,
+    explicit offsets). ``client`` adds aiokafka consumer arguments (e.g. TLS/SASL from ``client_kwargs``)."""
+    consumer = AIOKafkaConsumer(**{**client, "bootstrap_servers": bootstrap}, group_id=group, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        consumer.assign(list(offsets))
+        await consumer.commit(offsets)
+    finally:
+        await consumer.stop()

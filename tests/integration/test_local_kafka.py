@@ -11,7 +11,7 @@ from aiokafka.structs import OffsetAndMetadata
 
 from framework.localkafka import LocalKafka, LocalKafkaError
 from framework.localkafka.cluster import port_is_free
-from framework.testing.kafka import produce, read_all
+from framework.testing.kafka import KEEP_OLD_RECORDS, partitions_of, produce, read_all, topics_of
 
 pytestmark = pytest.mark.integration
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 @pytest.mark.parametrize("cluster_name", ["A", "B"])
 async def test_keyed_records_with_headers_round_trip_in_order(kafka_clusters, make_topic, cluster_name):
     cluster = kafka_clusters[cluster_name]
-    topic = await make_topic(cluster, partitions=4)
+    topic = await make_topic(cluster, partitions=4, config=KEEP_OLD_RECORDS)  # records timestamped 2023
     sent = [(i % 4, f"key-{i}".encode(), f"value-{i}".encode(), [("seq", str(i).encode()), ("c", b"x")],
              1_700_000_000_000 + i) for i in range(200)]
     await produce(cluster.bootstrap_servers, topic, sent)
@@ -75,6 +75,38 @@ async def test_clusters_are_independent(cluster_a, cluster_b, make_topic):
     assert id_a != id_b
     assert topic in topics_a
     assert topic not in topics_b
+
+
+async def test_brokers_run_on_kafka_defaults(cluster_a):
+    """Tests must hold on the settings users run: auto-creation on, 7-day time retention."""
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=cluster_a.bootstrap_servers)
+    await admin.start()
+    try:
+        [response] = await admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "1")])
+    finally:
+        await admin.close()
+    configs = {entry[0]: entry[1] for entry in response.resources[0][4]}
+    assert configs["auto.create.topics.enable"] == "true"
+    assert configs["log.retention.hours"] == "168" and configs["log.retention.ms"] is None
+
+
+async def test_helpers_never_auto_create_and_refuse_records_retention_would_delete(cluster_a, make_topic,
+                                                                                  unique_name):
+    missing = unique_name("missing")
+    assert await partitions_of(cluster_a.bootstrap_servers, missing) == []
+    with pytest.raises(AssertionError, match="does not exist"):
+        await read_all(cluster_a.bootstrap_servers, missing, timeout=1)
+    with pytest.raises(AssertionError, match="does not exist"):
+        await produce(cluster_a.bootstrap_servers, missing, [(0, b"k", b"v", [], 1_700_000_000_000)])
+    assert missing not in await topics_of(cluster_a.bootstrap_servers)
+
+    topic = await make_topic(cluster_a)
+    with pytest.raises(AssertionError, match="KEEP_OLD_RECORDS"):
+        await produce(cluster_a.bootstrap_servers, topic, [(0, b"k", b"v", [], 1_700_000_000_000)])
+    await produce(cluster_a.bootstrap_servers, topic, [(0, b"k", b"v", [], None)])
+    assert sum(len(r) for r in (await read_all(cluster_a.bootstrap_servers, topic, expect=1)).values()) == 1
 
 
 def test_any_kafka_client_can_use_the_clusters(cluster_b, unique_name):

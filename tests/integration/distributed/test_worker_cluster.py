@@ -24,6 +24,8 @@ from framework.testing.distributed import (
 from framework.testing.kafka import create_topic, produce, read_all, read_mirrored
 from framework.testing.worker import Rest, all_running
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def worker_cluster(cluster_a, unique_name, tmp_path):
@@ -201,9 +203,16 @@ async def test_whole_cluster_restart_resumes_from_committed_offsets(worker_clust
         config = (await rest.call("GET", f"/connectors/{name}/config"))[1]
         assert config["topic"] == topic and config["tasks.max"] == "4"
         await wait_for_status(rest, name, balanced(2, 4))
-    total_before = sum(len(s) for s in before.values())
-    records = await read_all(cluster_a.bootstrap_servers, topic, expect=total_before + 200, timeout=60)
-    after = _sequences(records)
+    # Tasks start at different moments after the restart, so a total count could be reached by
+    # three streams alone: wait until every stream has produced past where it stopped.
+    deadline = time.monotonic() + 60
+    total = sum(len(s) for s in before.values())
+    while True:
+        total += 40
+        after = _sequences(await read_all(cluster_a.bootstrap_servers, topic, expect=total, timeout=10))
+        resumed = all(len(after.get(s, [])) > len(before.get(s, [])) for s in range(4))
+        if resumed or time.monotonic() > deadline:
+            break
     for stream in range(4):
         assert after[stream] == list(range(len(after[stream]))), f"stream {stream} has a gap or a repeat"
         assert len(after[stream]) > len(before[stream]), f"stream {stream} did not resume"
@@ -275,3 +284,39 @@ async def test_sigkill_worker_mirror_source_moves_tasks_and_loses_nothing(
           f"{recovered_s:.1f}s (session timeout {session_timeout_s:.0f}s); {total} records all on B, "
           f"{duplicates} duplicates")
     await assert_no_overlap(cluster, name, killed={victim.worker_id: killed_at})
+
+
+async def test_topics_created_while_the_cluster_rebalances_are_mirrored(worker_cluster, unique_name, cluster_a,
+                                                                        cluster_b, flow_config):
+    """A reconfiguration requested while a rebalance starts was once dropped, and a connector that
+    stays on its worker (sticky assignment) never published it: the new topic was never mirrored.
+    Here workers join and leave while new source topics appear, at several offsets in time."""
+    cluster = worker_cluster(2, bootstrap=cluster_b.bootstrap_servers)
+    await wait_healthy(cluster)
+    prefix = unique_name("rb")
+    await create_topic(cluster_a.bootstrap_servers, f"{prefix}-0", 2)
+    name = unique_name("mirror")
+    config = flow_config(topics=f"{prefix}-.*", tasks_max=4, refresh_topics_interval_seconds=1)
+    async with Rest(cluster.workers[0].url) as rest:
+        assert (await rest.call("POST", "/connectors", {"name": name, "config": config}))[0] == 201
+        await wait_for_status(rest, name, lambda s: all_running(2)(s), timeout=90)
+    created = []
+    # The connector notices a topic within its 1 s refresh; a join or leave shortly after creating
+    # it makes that refresh fall inside a rebalance at varying points.
+    for round_, delay in enumerate((0.0, 0.2, 0.4, 0.6, 0.8, 1.0), start=1):
+        topic = f"{prefix}-{round_}"
+        await create_topic(cluster_a.bootstrap_servers, topic, 2)
+        await produce(cluster_a.bootstrap_servers, topic, [(p, b"k", f"{topic}/{p}".encode(), [], None)
+                                                           for p in range(2)])
+        created.append(topic)
+        await asyncio.sleep(delay)
+        if round_ % 2:
+            cluster.add_worker()
+        else:
+            cluster.stop(cluster.running()[-1])
+        await asyncio.sleep(1.5)
+    for topic in created:
+        copied = await read_all(cluster_b.bootstrap_servers, f"A.{topic}", expect=2, timeout=60)
+        assert sorted(r.value for records in copied.values() for r in records) == \
+            [f"{topic}/0".encode(), f"{topic}/1".encode()], f"{topic} was not mirrored\n{cluster.logs()}"
+    await assert_no_overlap(cluster, name)

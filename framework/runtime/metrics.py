@@ -1,0 +1,28 @@
+"""Runtime metrics of connectors and tasks, in Prometheus form (served at ``GET /metrics``).
+
+Connect reports task states through ``connect-worker-metrics`` (``connector-failed-task-count``
+and friends) and has no automatic restarts; mirrorline restarts failed connectors and tasks
+by itself (:mod:`framework.runtime.supervisor`), so it also counts failures and restarts.
+Labels: ``connector`` and, for tasks, ``task`` (the task number).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge
+
+_PREFIX = "kafka_connect_"
+
+CONNECTOR_FAILURES = Counter(_PREFIX + "connector_failures", "Times a connector went to FAILED.", ("connector",))
+CONNECTOR_RESTARTS = Counter(_PREFIX + "connector_restarts",
+                             "Automatic restarts of a failed connector.", ("connector",))
+TASK_FAILURES = Counter(_PREFIX + "task_failures", "Times a task went to FAILED.", ("connector", "task"))
+TASK_RESTARTS = Counter(_PREFIX + "task_restarts", "Automatic restarts of a failed task.", ("connector", "task"))
+TASK_RUNNING = Gauge(_PREFIX + "task_running",
+                     "1 while the task's loops run on this worker (0 once it failed or stopped).",
+                     ("connector", "task"))
+TASK_STALLED = Gauge(_PREFIX + "task_stalled",
+                     "1 while the task reports pending records but has had none acknowledged for "
+                     "task.stall.timeout.ms (the stall watchdog).", ("connector", "task"))
+TASK_RETRYING = Gauge(_PREFIX + "task_retrying",
+                      "1 while the task is retrying a retriable error (broker down, partition not "
+                      "available yet...).", ("connector", "task"))

@@ -1,0 +1,61 @@
+"""Unit tests of the metadata patch (framework.api.no_auto_create), RecordProducer's arguments and
+the ``max.block.ms`` mapping: the pure-logic side of "our clients never auto-create topics"."""
+
+from __future__ import annotations
+
+import aiokafka
+import pytest
+from aiokafka.protocol.metadata import MetadataRequest, MetadataRequest_v1, MetadataRequest_v4, MetadataRequest_v5
+
+import framework  # noqa: F401  (installs the patch, as any mirrorline import does)
+from framework.api import PartitionNotAvailableError, RetriableError
+from framework.api import no_auto_create
+from framework.api.kafka_clients import client_kwargs
+from framework.api.producer import DEFAULT_MAX_BLOCK_MS, RecordProducer
+
+
+@pytest.mark.parametrize("struct", [MetadataRequest_v4, MetadataRequest_v5])
+def test_metadata_requests_default_to_no_auto_creation(struct):
+    assert no_auto_create.is_installed()
+    assert MetadataRequest(["t"]).build(struct).allow_auto_topic_creation is False
+    assert MetadataRequest(None).build(struct).allow_auto_topic_creation is False
+    assert MetadataRequest([]).build(struct).allow_auto_topic_creation is False
+
+
+def test_explicit_choice_is_kept_and_topics_untouched():
+    assert MetadataRequest(["t"], allow_auto_topic_creation=True).build(MetadataRequest_v5).allow_auto_topic_creation
+    assert MetadataRequest(["a", "b"]).build(MetadataRequest_v5).topics == ["a", "b"]
+    assert MetadataRequest(["a"]).build(MetadataRequest_v1).topics == ["a"]  # v1-3 have no flag at all
+
+
+def test_install_is_idempotent():
+    before = MetadataRequest.__init__
+    no_auto_create.install()
+    no_auto_create.install()
+    assert MetadataRequest.__init__ is before
+    assert MetadataRequest(["t"]).build(MetadataRequest_v4).allow_auto_topic_creation is False
+
+
+def test_max_block_ms_maps_to_record_producer_argument():
+    kwargs, ignored = client_kwargs({"max.block.ms": "1500", "bootstrap.servers": "a:9092"}, "producer")
+    assert kwargs == {"max_block_ms": 1500, "bootstrap_servers": "a:9092"}
+    assert ignored == []
+    for role in ("consumer", "admin"):
+        assert client_kwargs({"max.block.ms": "1500"}, role) == ({}, ["max.block.ms"])
+
+
+async def test_record_producer_takes_max_block_ms():
+    assert RecordProducer(bootstrap_servers="a:9092").max_block_ms == DEFAULT_MAX_BLOCK_MS == 60_000
+    kwargs, _ = client_kwargs({"max.block.ms": "0", "linger.ms": "5", "acks": "all"}, "producer")
+    producer = RecordProducer(**kwargs)  # no connection is made before start()
+    assert producer.max_block_ms == 0
+    await producer.stop()
+    with pytest.raises(ValueError, match="max_block_ms"):
+        RecordProducer(max_block_ms=-1)
+    assert isinstance(producer, aiokafka.AIOKafkaProducer)
+
+
+def test_partition_not_available_error_is_retriable_and_names_what_was_awaited():
+    error = PartitionNotAvailableError("orders", 3, "Partition 3 of topic orders is not there")
+    assert isinstance(error, RetriableError) and error.retriable
+    assert (error.topic, error.partition, str(error)) == ("orders", 3, "Partition 3 of topic orders is not there")
