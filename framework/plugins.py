@@ -10,6 +10,10 @@ at the first failure.
 (``module.ClassName``), its simple class name, that name without a ``Connector`` suffix,
 and any name in its ``aliases``. A short name claimed by two different connectors resolves
 to neither, and the error lists the full names to choose from.
+
+Other plugin-provided classes (replication policies) are collected here too, as classes the
+plugins registered; the connectors that use them check their type and resolve names. No
+setting ever makes mirrorline import a module by name.
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ class PluginRegistry:
         self._origins: dict[str, tuple[str, str]] = {}  # plugin name -> (entry point value, distribution)
         self._connectors: dict[str, type[Connector]] = {}
         self._aliases: dict[str, set[str]] = {}
+        self._policies: list[type] = []
 
     @classmethod
     def discover(cls, extra_plugins: tuple[object, ...] = ()) -> PluginRegistry:
@@ -105,23 +110,44 @@ class PluginRegistry:
         """Re-collect connectors from every registered plugin (after registering more plugins)."""
         self._connectors.clear()
         self._aliases.clear()
+        self._policies.clear()
         self.failures = list(self._load_failures)  # hook failures are found afresh below
-        for plugin in self.pm.get_plugins():
-            impl = getattr(plugin, "register_connectors", None)
-            if impl is None:
-                continue
-            name = self.pm.get_name(plugin) or repr(plugin)
-            where, dist = self._origins.get(name, (name, name))
-            try:
-                classes = list(impl() or [])
-            except Exception as exc:
-                self._fail(f"{where}.register_connectors", dist, exc)
-                continue
+        self._collect_policies()
+        for where, dist, classes in self._each_plugin("register_connectors"):
             for connector_class in classes:
                 if not (isinstance(connector_class, type) and issubclass(connector_class, Connector)):
                     self._fail(where, dist, TypeError(f"{connector_class!r} is not a Connector subclass"))
                     continue
                 self._add(connector_class)
+
+    def _each_plugin(self, hook: str):
+        """``(where, distribution, results)`` of every plugin implementing ``hook``; a plugin whose
+        hook raises is recorded as a load failure and skipped, so the others still count."""
+        for plugin in self.pm.get_plugins():
+            impl = getattr(plugin, hook, None)
+            if impl is None:
+                continue
+            name = self.pm.get_name(plugin) or repr(plugin)
+            where, dist = self._origins.get(name, (name, name))
+            try:
+                results = list(impl() or [])
+            except Exception as exc:
+                self._fail(f"{where}.{hook}", dist, exc)
+                continue
+            yield where, dist, results
+
+    def _collect_policies(self) -> None:
+        for where, dist, classes in self._each_plugin("register_replication_policies"):
+            for policy_class in classes:
+                if not isinstance(policy_class, type):
+                    self._fail(where, dist, TypeError(f"{policy_class!r} is not a class"))
+                elif policy_class not in self._policies:
+                    self._policies.append(policy_class)
+        hookspecs.publish_replication_policies(self._policies)
+
+    def replication_policies(self) -> list[type]:
+        """The replication policy classes plugins registered (``register_replication_policies``)."""
+        return list(self._policies)
 
     def _add(self, connector_class: type[Connector]) -> None:
         name = full_name(connector_class)
@@ -131,21 +157,15 @@ class PluginRegistry:
 
     def commands(self) -> list:
         """CLI commands (``framework.api.launcher.Command``) every plugin contributes."""
-        commands = []
-        for plugin in self.pm.get_plugins():
-            impl = getattr(plugin, "register_commands", None)
-            if impl is None:
-                continue
-            try:
-                commands.extend(impl() or [])
-            except Exception as exc:
-                name = self.pm.get_name(plugin) or repr(plugin)
-                self._fail(f"{name}.register_commands", name, exc)
-        return commands
+        return [command for _, _, commands in self._each_plugin("register_commands") for command in commands]
 
     def connectors(self) -> dict[str, type[Connector]]:
         """Connector classes by full name, sorted."""
         return dict(sorted(self._connectors.items()))
+
+    def connector_names(self) -> list[str]:
+        """Every name ``connector.class`` resolves with (full names, and short names that are not ambiguous)."""
+        return sorted({*self._connectors, *(alias for alias, names in self._aliases.items() if len(names) == 1)})
 
     def connector_class(self, name: str) -> type[Connector]:
         """The connector class ``connector.class`` names; NotFoundError saying why if none or ambiguous."""

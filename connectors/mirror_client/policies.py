@@ -25,6 +25,7 @@ __all__ = [
     "SuffixReplicationPolicy",
     "is_cycle",
     "java_split",
+    "check_separator",
     "SEPARATOR_CONFIG",
     "SEPARATOR_DEFAULT",
     "INTERNAL_TOPIC_SEPARATOR_ENABLED_CONFIG",
@@ -53,6 +54,20 @@ def java_split(text: str, separator: str) -> list[str]:
     while parts and parts[-1] == "":
         parts.pop()
     return parts
+
+
+def check_separator(separator: Any) -> None:
+    """Raise ValueError unless ``separator`` can serve as ``replication.policy.separator``.
+
+    A mirrorline rule beyond MM2: an empty separator is refused, because no topic name then
+    splits into alias and upstream name, so cycle detection never fires and flows in both
+    directions copy each other's copies without end.
+    """
+    if not isinstance(separator, str):
+        raise ValueError(f"must be a string, got {separator!r}")
+    if not separator:
+        raise ValueError("must not be empty: with no separator remote topics cannot be told apart from local "
+                         "ones, so cycle detection is off and replication can loop; use e.g. '.' (the default)")
 
 
 def _java_parse_boolean(value: Any) -> bool:
@@ -131,7 +146,8 @@ class ReplicationPolicy(ABC):
 class DefaultReplicationPolicy(ReplicationPolicy):
     """MM2's default policy: remote topic = ``<source alias><separator><topic>`` (``A.orders``).
 
-    Config: ``replication.policy.separator`` (default ``.``) and
+    Config: ``replication.policy.separator`` (default ``.``; empty is refused, see
+    :func:`check_separator`) and
     ``replication.policy.internal.topic.separator.enabled`` (default true; when false, internal
     topic names keep ``.`` even with a custom separator). As in MM2, the flag is only read when the
     separator key is present in the same ``configure`` call.
@@ -146,8 +162,10 @@ class DefaultReplicationPolicy(ReplicationPolicy):
         """Read the separator settings from ``config`` (other keys are ignored)."""
         if SEPARATOR_CONFIG in config:
             separator = config[SEPARATOR_CONFIG]
-            if not isinstance(separator, str):
-                raise ValueError(f"{SEPARATOR_CONFIG} must be a string, got {separator!r}")
+            try:
+                check_separator(separator)
+            except ValueError as exc:
+                raise ValueError(f"{SEPARATOR_CONFIG}: {exc}") from None
             self.separator = separator
             if INTERNAL_TOPIC_SEPARATOR_ENABLED_CONFIG in config:
                 self.internal_topic_separator_enabled = _java_parse_boolean(

@@ -49,6 +49,39 @@ def register_connectors() -> list[type]:
     """
 
 
+@hookspec
+def register_replication_policies() -> list[type]:
+    """Return the replication policy classes this plugin provides.
+
+    :return: a list of ``connectors.mirror_client.policies.ReplicationPolicy`` subclasses.
+        Each becomes a value ``replication.policy.class`` accepts: its full name
+        (``module.ClassName``), its simple class name, and the names in its ``aliases``
+        attribute. A name a built-in policy already answers to stays the built-in's.
+
+    This is the only way to add a policy: ``replication.policy.class`` never imports a module
+    a config names, so a REST caller cannot make the worker import arbitrary code.
+    """
+
+
+_replication_policies: tuple[type, ...] = ()
+
+
+def registered_replication_policies() -> tuple[type, ...]:
+    """The classes plugins returned from ``register_replication_policies``, as collected by the
+    worker's plugin registry when it last loaded plugins (empty before that).
+
+    How connectors reach plugin-provided policies without importing the runtime; the classes
+    are not type-checked here, the connector that uses them checks them.
+    """
+    return _replication_policies
+
+
+def publish_replication_policies(classes: list[type]) -> None:
+    """Called by the runtime's plugin registry after collecting the hook's results (not by plugins)."""
+    global _replication_policies
+    _replication_policies = tuple(classes)
+
+
 # ---------------------------------------------------------------------------------------
 # Command line: subcommands a plugin adds to ``mirrorline``
 # ---------------------------------------------------------------------------------------

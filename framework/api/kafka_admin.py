@@ -12,6 +12,10 @@ MM2 needs four things it lacks or only half-offers:
 - **delete consumer group offsets** (OffsetDelete, key 47).
 - **the state of a group** ("Empty", "Stable", ...), read from aiokafka's raw
   ``describe_consumer_groups`` response.
+- **describe and create ACLs** (DescribeAcls, key 29; CreateAcls, key 30): aiokafka defines
+  the request classes but its admin client has no methods for them. :class:`AclBinding` and
+  :class:`AclFilter` carry Kafka's numeric codes (:class:`ResourceType`, :class:`PatternType`,
+  :class:`AclOperation`, :class:`AclPermissionType`).
 
 The requests are defined here with aiokafka's own protocol building blocks
 (``Request``/``RequestStruct``/``Response`` and ``aiokafka.protocol.types``) and sent with
@@ -20,7 +24,8 @@ The requests are defined here with aiokafka's own protocol building blocks
 
 - IncrementalAlterConfigs **v0** (v1 is already the first flexible version);
 - OffsetCommit **v2/v3** from aiokafka itself (KIP-896 removed v0/v1 in Kafka 4.0);
-- OffsetDelete **v0** (its only version).
+- OffsetDelete **v0** (its only version);
+- DescribeAcls / CreateAcls **v1** from aiokafka itself (KIP-896 removed v0 in Kafka 4.0).
 
 This touches a private attribute (``admin._client``), so aiokafka is pinned to ``>=0.14,<0.15``.
 Every function takes an admin client that has already been ``start()``-ed.
@@ -31,18 +36,29 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import IntEnum
 from typing import TypeAlias
 
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import KafkaError, for_code
+from aiokafka.errors import ClusterAuthorizationFailedError, KafkaError, for_code
+from aiokafka.protocol.admin import CreateAclsRequest, DescribeAclsRequest
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.commit import OffsetCommitRequest
 from aiokafka.protocol.types import Array, Boolean, Int8, Int16, Int32, Schema, String
 
 __all__ = [
+    "AclBinding",
+    "AclFilter",
+    "AclOperation",
+    "AclPermissionType",
     "GroupNotEmptyError",
+    "PatternType",
+    "ResourceType",
     "alter_consumer_group_offsets",
+    "create_acls",
+    "describe_acls",
     "delete_consumer_group_offsets",
     "describe_consumer_group_state",
     "incremental_alter_configs",
@@ -315,6 +331,11 @@ def _raise_partition_errors(group: str, what: str, topics) -> None:
             raise for_code(error_code)(f"{what} of group {group!r} failed for {topic}-{partition}")
 
 
+#: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: ask again shortly.
+_COORDINATOR_MOVED = (14, 15, 16)
+_COORDINATOR_ATTEMPTS = 5
+
+
 async def describe_consumer_group_state(admin: AIOKafkaAdminClient, group: str) -> str:
     """The state of consumer group ``group`` as the broker names it.
 
@@ -322,14 +343,173 @@ async def describe_consumer_group_state(admin: AIOKafkaAdminClient, group: str) 
     that does not exist is reported as "Dead"). Raises the aiokafka error class if the broker
     returns an error for the group.
     """
-    coordinator = await _find_coordinator(admin, group)
-    responses = await admin.describe_consumer_groups([group], group_coordinator_id=coordinator)
-    for response in responses:
-        for entry in response.groups:
-            error_code, group_id, state = entry[0], entry[1], entry[2]
-            if group_id != group:
-                continue
-            if error_code:
-                raise for_code(error_code)(f"describing group {group!r} failed")
-            return state
+    for attempt in range(_COORDINATOR_ATTEMPTS):
+        coordinator = await _find_coordinator(admin, group)
+        responses = await admin.describe_consumer_groups([group], group_coordinator_id=coordinator)
+        entries = [entry for response in responses for entry in response.groups if entry[1] == group]
+        if not entries:
+            break
+        error_code, state = entries[0][0], entries[0][2]
+        if error_code in _COORDINATOR_MOVED and attempt + 1 < _COORDINATOR_ATTEMPTS:
+            await asyncio.sleep(0.2 * (attempt + 1))  # the coordinator moved or is loading: find it again
+            continue
+        if error_code:
+            raise for_code(error_code)(f"describing group {group!r} failed")
+        return state
     raise ValueError(f"the broker did not describe group {group!r}")
+
+
+
+# --- ACLs (DescribeAcls key 29, CreateAcls key 30) ---------------------------------------------
+
+
+class ResourceType(IntEnum):
+    """Kafka's ResourceType codes (``ANY`` only in filters)."""
+    UNKNOWN = 0
+    ANY = 1
+    TOPIC = 2
+    GROUP = 3
+    CLUSTER = 4
+    TRANSACTIONAL_ID = 5
+    DELEGATION_TOKEN = 6
+    USER = 7
+
+
+class PatternType(IntEnum):
+    """Kafka's PatternType codes (``ANY`` and ``MATCH`` only in filters)."""
+    UNKNOWN = 0
+    ANY = 1
+    MATCH = 2
+    LITERAL = 3
+    PREFIXED = 4
+
+
+class AclOperation(IntEnum):
+    """Kafka's AclOperation codes (``ANY`` only in filters)."""
+    UNKNOWN = 0
+    ANY = 1
+    ALL = 2
+    READ = 3
+    WRITE = 4
+    CREATE = 5
+    DELETE = 6
+    ALTER = 7
+    DESCRIBE = 8
+    CLUSTER_ACTION = 9
+    DESCRIBE_CONFIGS = 10
+    ALTER_CONFIGS = 11
+    IDEMPOTENT_WRITE = 12
+    CREATE_TOKENS = 13
+    DESCRIBE_TOKENS = 14
+    TWO_PHASE_COMMIT = 15
+
+
+class AclPermissionType(IntEnum):
+    """Kafka's AclPermissionType codes (``ANY`` only in filters)."""
+    UNKNOWN = 0
+    ANY = 1
+    DENY = 2
+    ALLOW = 3
+
+
+def _enum(kind: type[IntEnum], code: int) -> IntEnum | int:
+    try:
+        return kind(code)
+    except ValueError:  # a code newer than this module: keep the number
+        return code
+
+
+@dataclass(frozen=True)
+class AclBinding:
+    """One ACL: ``principal`` (``User:name``) from ``host`` (``*`` for any) is ``permission_type``-ed
+    ``operation`` on the resource ``resource_name`` of ``resource_type``, matched as ``pattern_type``
+    (LITERAL: that exact name, or ``*`` for every resource; PREFIXED: every name starting with it).
+    """
+
+    resource_type: ResourceType
+    resource_name: str
+    pattern_type: PatternType
+    principal: str
+    host: str
+    operation: AclOperation
+    permission_type: AclPermissionType
+
+    def __str__(self) -> str:
+        def name(value) -> str:
+            return getattr(value, "name", str(value))
+        return (f"{name(self.permission_type)} {self.principal} {name(self.operation)} from {self.host} on "
+                f"{name(self.resource_type)} {name(self.pattern_type)} {self.resource_name!r}")
+
+
+@dataclass(frozen=True)
+class AclFilter:
+    """Which ACLs :func:`describe_acls` returns; ``None`` and the ``ANY`` codes match everything.
+
+    ``pattern_type=MATCH`` returns every binding that applies to ``resource_name`` (literal,
+    wildcard and prefixed); ``ANY`` only bindings whose own name equals ``resource_name``.
+    """
+
+    resource_type: ResourceType = ResourceType.ANY
+    resource_name: str | None = None
+    pattern_type: PatternType = PatternType.ANY
+    principal: str | None = None
+    host: str | None = None
+    operation: AclOperation = AclOperation.ANY
+    permission_type: AclPermissionType = AclPermissionType.ANY
+
+    @classmethod
+    def exactly(cls, binding: AclBinding) -> AclFilter:
+        """The filter matching ``binding`` and nothing else."""
+        return cls(binding.resource_type, binding.resource_name, binding.pattern_type, binding.principal,
+                   binding.host, binding.operation, binding.permission_type)
+
+
+async def describe_acls(admin: AIOKafkaAdminClient, acl_filter: AclFilter = AclFilter(),
+                        node_id: int | None = None) -> list[AclBinding]:
+    """The ACLs ``acl_filter`` matches, as the broker ``node_id`` (default: any) knows them now.
+
+    Needs DESCRIBE on the cluster. Raises ``ClusterAuthorizationFailedError`` without it,
+    ``SecurityDisabled`` when the cluster runs no authorizer, or the aiokafka error class for
+    another error code, with the broker's message.
+    """
+    request = DescribeAclsRequest(int(acl_filter.resource_type), acl_filter.resource_name,
+                                  int(acl_filter.pattern_type), acl_filter.principal, acl_filter.host,
+                                  int(acl_filter.operation), int(acl_filter.permission_type))
+    response = await admin._send_request(request, node_id)
+    if response.error_code:
+        raise for_code(response.error_code)(f"describing ACLs failed: {response.error_message or 'no message'}")
+    bindings = []
+    for resource in response.resources:
+        resource_type, resource_name, *pattern, acls = resource
+        pattern_type = pattern[0] if pattern else PatternType.LITERAL  # v0 knew only literal names
+        for principal, host, operation, permission_type in acls:
+            bindings.append(AclBinding(_enum(ResourceType, resource_type), resource_name,
+                                       _enum(PatternType, pattern_type), principal, host,
+                                       _enum(AclOperation, operation), _enum(AclPermissionType, permission_type)))
+    return bindings
+
+
+async def create_acls(admin: AIOKafkaAdminClient, bindings: Iterable[AclBinding],
+                      node_id: int | None = None) -> list[tuple[AclBinding, KafkaError]]:
+    """Create ``bindings`` (an existing identical binding is left as it is); returns the failures.
+
+    Needs ALTER on the cluster: without it ``ClusterAuthorizationFailedError`` is raised at the
+    first binding (the others would fail alike). Any other refusal of one binding (e.g. an
+    invalid resource name) is returned as ``(binding, error)`` and the remaining bindings are
+    still sent. The broker forwards the change to the controller, so a broker may enforce it a
+    moment after this returns.
+    """
+    failures: list[tuple[AclBinding, KafkaError]] = []
+    for binding in bindings:  # aiokafka's request builder carries one creation per request
+        request = CreateAclsRequest(int(binding.resource_type), binding.resource_name, int(binding.pattern_type),
+                                    binding.principal, binding.host, int(binding.operation),
+                                    int(binding.permission_type))
+        response = await admin._send_request(request, node_id)
+        for error_code, error_message in response.creation_responses:
+            if not error_code:
+                continue
+            error = for_code(error_code)(f"creating ACL {binding} failed: {error_message or 'no message'}")
+            if isinstance(error, ClusterAuthorizationFailedError):
+                raise error
+            failures.append((binding, error))
+    return failures

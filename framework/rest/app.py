@@ -4,18 +4,24 @@ Every error leaves as Kafka Connect's ``{"error_code": <status>, "message": "...
 :class:`~framework.api.errors.ConnectError` with its ``http_status`` (herder errors and the
 400s of request parsing), aiohttp's own 404/405/413 with Connect's wording, and any other
 exception as 500 with its message (logged with the traceback). No HTML error pages.
+
+Authentication (:mod:`framework.rest.auth`) runs as a second middleware inside the error one, so
+its 401s look like every other error; TLS (:mod:`framework.rest.tls`) is the ``ssl_context`` of
+:class:`RestServer`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Awaitable, Callable, Iterable
 
 from aiohttp import web
 
 from framework.api.errors import ConnectError
-from framework.rest import routes_admin, routes_connectors, routes_plugins, routes_worker
+from framework.rest import routes_admin, routes_connectors, routes_plugins, routes_ui, routes_worker
+from framework.rest.auth import RestAuth
 from framework.rest.common import HERDER, LOGGERS, WORKER_ID, error_response
 from framework.rest.loggers import Loggers
 from framework.runtime.herder import REQUEST_FORWARDED, Herder
@@ -59,20 +65,23 @@ async def error_middleware(request: web.Request, handler: _Handler) -> web.Strea
 
 
 def create_app(herder: Herder, *, worker_id: str | None = None,
-               extra_routes: Iterable[web.AbstractRouteDef] | None = None) -> web.Application:
+               extra_routes: Iterable[web.AbstractRouteDef] | None = None,
+               auth: RestAuth | None = None) -> web.Application:
     """The Connect-compatible REST app over ``herder``.
 
     ``extra_routes`` (e.g. ``[web.get("/metrics", handler)]`` or a ``RouteTableDef``) are
     served alongside the Connect routes, get the same JSON errors, and appear in
     ``/openapi.json``. ``worker_id`` is kept in the app under
     :data:`framework.rest.common.WORKER_ID` for such routes; the built-in routes do not need
-    it (the herder puts worker ids in statuses).
+    it (the herder puts worker ids in statuses). ``auth`` authenticates every route, the status
+    page and ``/metrics`` included (None: no authentication).
     """
-    app = web.Application(middlewares=[error_middleware], client_max_size=MAX_REQUEST_BODY)
+    middlewares = [error_middleware] + ([auth.middleware()] if auth is not None and auth.enabled else [])
+    app = web.Application(middlewares=middlewares, client_max_size=MAX_REQUEST_BODY)
     app[HERDER] = herder
     app[LOGGERS] = Loggers()
     app[WORKER_ID] = worker_id
-    for module in (routes_worker, routes_connectors, routes_plugins, routes_admin):
+    for module in (routes_worker, routes_connectors, routes_plugins, routes_admin, routes_ui):
         app.add_routes(module.routes)
     if extra_routes is not None:
         app.add_routes(extra_routes)
@@ -80,17 +89,20 @@ def create_app(herder: Herder, *, worker_id: str | None = None,
 
 
 class RestServer:
-    """Serves :func:`create_app` over TCP with an aiohttp ``AppRunner`` and ``TCPSite``."""
+    """Serves :func:`create_app` over TCP (TLS with ``ssl_context``) with an aiohttp ``AppRunner`` and ``TCPSite``."""
 
     def __init__(self, herder: Herder, *, worker_id: str | None = None,
                  extra_routes: Iterable[web.AbstractRouteDef] | None = None,
-                 shutdown_timeout: float = 5.0) -> None:
+                 shutdown_timeout: float = 5.0, auth: RestAuth | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         """Build the app; nothing listens until :meth:`start`.
 
-        ``shutdown_timeout`` is how long :meth:`stop` lets in-flight requests finish.
+        ``shutdown_timeout`` is how long :meth:`stop` lets in-flight requests finish;
+        ``ssl_context`` makes it an https server.
         """
-        self.app = create_app(herder, worker_id=worker_id, extra_routes=extra_routes)
+        self.app = create_app(herder, worker_id=worker_id, extra_routes=extra_routes, auth=auth)
         self.worker_id = worker_id
+        self.ssl_context = ssl_context
         self._shutdown_timeout = shutdown_timeout
         self._runner: web.AppRunner | None = None
         self._host: str | None = None
@@ -103,7 +115,7 @@ class RestServer:
         runner = web.AppRunner(self.app, handle_signals=False, shutdown_timeout=self._shutdown_timeout)
         await runner.setup()
         try:
-            await web.TCPSite(runner, host, port).start()
+            await web.TCPSite(runner, host, port, ssl_context=self.ssl_context).start()
         except BaseException:
             await runner.cleanup()
             raise
@@ -121,7 +133,7 @@ class RestServer:
 
     @property
     def url(self) -> str:
-        """Base URL to reach the server, e.g. ``http://127.0.0.1:8083`` (wildcard hosts → loopback)."""
+        """Base URL to reach the server, e.g. ``http://127.0.0.1:8083`` or ``https://...`` (wildcard hosts → loopback)."""
         host = self._host or ""
         if host in ("", "0.0.0.0"):
             host = "127.0.0.1"
@@ -129,7 +141,8 @@ class RestServer:
             host = "::1"
         if ":" in host:
             host = f"[{host}]"
-        return f"http://{host}:{self.port}"
+        scheme = "https" if self.ssl_context is not None else "http"
+        return f"{scheme}://{host}:{self.port}"
 
     async def stop(self) -> None:
         """Stop listening and close the app (idempotent)."""

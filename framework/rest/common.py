@@ -56,19 +56,82 @@ def json_type(value: Any) -> str:
     return "an object"
 
 
+DEFAULT_MAX_BODY = 1024 * 1024
+"""``rest.request.max.bytes`` when the herder has no worker config (tests with a fake herder)."""
+
+MAX_JSON_DEPTH = 64
+"""Deepest nesting of arrays and objects a request body may have (Connect's bodies need 4)."""
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
+def max_body_bytes(request: web.Request) -> int:
+    """The worker's ``rest.request.max.bytes`` (the largest request body it reads)."""
+    worker_config = getattr(request.app.get(HERDER), "worker_config", None)
+    try:
+        return int(worker_config["rest.request.max.bytes"])
+    except (TypeError, KeyError, ValueError):
+        return DEFAULT_MAX_BODY
+
+
+def _too_large(limit: int, size: int | None) -> web.HTTPRequestEntityTooLarge:
+    sized = f"of {size} bytes " if size else ""
+    return web.HTTPRequestEntityTooLarge(
+        max_size=limit, actual_size=size or limit + 1,
+        text=f"Request body {sized}is larger than rest.request.max.bytes ({limit} bytes)")
+
+
+async def read_body(request: web.Request) -> bytes:
+    """The raw request body; 413 as soon as it is known to exceed ``rest.request.max.bytes``.
+
+    A declared ``Content-Length`` over the limit is refused without reading anything; a
+    chunked body is read only up to the limit.
+    """
+    limit = max_body_bytes(request)
+    if request.content_length is not None and request.content_length > limit:
+        raise _too_large(limit, request.content_length)
+    chunks, size = [], 0
+    while True:
+        chunk = await request.content.read(64 * 1024)
+        if not chunk:
+            break
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit, None)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _check_depth(value: Any) -> None:
+    """BadRequestError if ``value`` nests arrays/objects deeper than :data:`MAX_JSON_DEPTH`."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > MAX_JSON_DEPTH:
+            raise BadRequestError(f"Request body nests arrays and objects more than {MAX_JSON_DEPTH} levels deep")
+        stack.extend((child, depth + 1) for child in children)
+
+
 async def read_json(request: web.Request) -> Any:
-    """The request body parsed as JSON; BadRequestError (400) if it is empty or not valid JSON."""
-    raw = await request.read()
+    """The request body parsed as JSON; 400 if it is empty, not valid JSON or nested too deep,
+    413 if larger than ``rest.request.max.bytes``."""
+    raw = await read_body(request)
     if not raw.strip():
         raise BadRequestError("Request body is empty; a JSON document is required")
     try:
-        return json.loads(raw, parse_constant=_reject_constant)
+        value = json.loads(raw, parse_constant=_reject_constant)
+    except RecursionError:  # the parser recursed once per level of a very deep document
+        raise BadRequestError(
+            f"Request body nests arrays and objects more than {MAX_JSON_DEPTH} levels deep") from None
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are both ValueErrors
         raise BadRequestError(f"Request body is not valid JSON: {exc}") from None
+    _check_depth(value)
+    return value
 
 
 def require_object(value: Any, what: str) -> dict[str, Any]:
@@ -98,8 +161,12 @@ def config_map(value: Any, what: str) -> dict[str, str | None]:
 
 
 def query_flag(request: web.Request, name: str, default: bool) -> bool:
-    """A boolean query parameter read as JAX-RS reads ``Boolean``: only ``true`` (any case) is true."""
-    value = request.query.get(name)
-    if value is None:
+    """A boolean query parameter: ``true`` or ``false`` (any case); anything else is a 400 (JAX-RS
+    would read it as false, silently)."""
+    values = request.query.getall(name, [])
+    if not values:
         return default
-    return value.strip().lower() == "true"
+    flags = {value.strip().lower() for value in values}
+    if not flags <= {"true", "false"} or len(flags) > 1:
+        raise BadRequestError(f"Query parameter {name} must be true or false, not {', '.join(values)!r}")
+    return flags == {"true"}

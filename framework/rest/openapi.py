@@ -14,6 +14,9 @@ from typing import Any
 
 from aiohttp import web
 
+from framework.rest.common import HERDER
+from framework.rest.routes_connectors import MAX_NAME_LENGTH, NAME_PATTERN, NAME_RULE
+
 _PARAM_PATTERN = re.compile(r"\{(\w+)(?::[^{}]*)?\}")
 
 
@@ -34,7 +37,7 @@ def _ok(status: int, description: str, schema: dict[str, Any] | None = None) -> 
 
 def _errors(*statuses: int) -> dict[str, Any]:
     words = {400: "Bad request", 404: "Not found", 409: "Conflict (exists, or rebalance in progress)",
-             500: "Internal error", 503: "Starting"}
+             413: "Request body larger than rest.request.max.bytes", 500: "Internal error", 503: "Starting"}
     return {str(s): {"description": words[s], **_json(_ref("Error"))} for s in statuses}
 
 
@@ -43,8 +46,11 @@ def _op(summary: str, responses: dict[str, Any], *, body: dict[str, Any] | None 
     op: dict[str, Any] = {"summary": summary, "responses": responses}
     if body is not None:
         op["requestBody"] = {"required": True, **_json(body)}
+        op["responses"] = {**responses, **_errors(400, 413)}  # every body may be malformed or too large
     if query:
         op["parameters"] = query
+        if any(q.get("schema", {}).get("type") == "boolean" for q in query):
+            op["responses"] = {**op["responses"], **_errors(400)}  # a flag that is neither true nor false
     return op
 
 
@@ -55,6 +61,13 @@ def _bool_query(name: str, default: bool, description: str) -> dict[str, Any]:
 
 _STR_MAP = {"type": "object", "additionalProperties": {"type": "string", "nullable": True}}
 _ANY_MAP = {"type": "object", "additionalProperties": True}
+# what request bodies may carry as a config value: numbers and booleans are read as their JSON text
+_CONFIG_VALUE = {"nullable": True, "anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]}
+_CONFIG_INPUT = {"type": "object", "additionalProperties": _CONFIG_VALUE}
+
+CONNECTOR_NAME = {"type": "string", "minLength": 1, "maxLength": MAX_NAME_LENGTH, "pattern": NAME_PATTERN,
+                  "description": "Enforced when a connector is created: " + NAME_RULE}
+"""The name rule of :func:`framework.rest.routes_connectors.check_new_name` as a JSON schema."""
 
 SCHEMAS: dict[str, dict[str, Any]] = {
     "Error": {"type": "object", "required": ["error_code", "message"],
@@ -65,10 +78,14 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                                                            "enum": ["healthy", "starting", "unhealthy"]},
                                                 "message": {"type": "string"}}},
     "ConfigMap": _STR_MAP,
+    "ConnectorConfig": {**_CONFIG_INPUT, "required": ["connector.class"],
+                        "properties": {"connector.class": {"type": "string", "minLength": 1}}},
+    "ConfigPatch": _CONFIG_INPUT,
     "CreateConnectorRequest": {
         "type": "object", "required": ["name", "config"],
-        "properties": {"name": {"type": "string"}, "config": _ref("ConfigMap"),
-                       "initial_state": {"type": "string", "enum": ["RUNNING", "PAUSED", "STOPPED"]}}},
+        "properties": {"name": CONNECTOR_NAME, "config": _ref("ConnectorConfig"),
+                       "initial_state": {"type": "string", "nullable": True,
+                                         "enum": ["RUNNING", "PAUSED", "STOPPED"]}}},
     "ConnectorTaskId": {"type": "object", "properties": {"connector": {"type": "string"},
                                                          "task": {"type": "integer"}}},
     "ConnectorInfo": {
@@ -86,9 +103,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                        "tasks": {"type": "array", "items": _ref("TaskState")}, "type": {"type": "string"}}},
     "TaskInfo": {"type": "object", "properties": {"id": _ref("ConnectorTaskId"), "config": _ref("ConfigMap")}},
     "ConnectorOffset": {"type": "object", "required": ["partition", "offset"],
-                        "properties": {"partition": _ANY_MAP, "offset": {**_ANY_MAP, "nullable": True}}},
+                        "properties": {"partition": {**_ANY_MAP, "minProperties": 1},
+                                       "offset": {**_ANY_MAP, "nullable": True}}},
     "ConnectorOffsets": {"type": "object", "required": ["offsets"],
-                         "properties": {"offsets": {"type": "array", "items": _ref("ConnectorOffset")}}},
+                         "properties": {"offsets": {"type": "array", "minItems": 1,
+                                                    "items": _ref("ConnectorOffset")}}},
     "Message": {"type": "object", "properties": {"message": {"type": "string"}}},
     "ActiveTopics": {"type": "object", "additionalProperties": {
         "type": "object", "properties": {"topics": {"type": "array", "items": {"type": "string"}}}}},
@@ -121,11 +140,14 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("GET", "/openapi.json"): _op("This document", _ok(200, "OpenAPI 3 document", {"type": "object"})),
     ("GET", "/metrics"): _op("Metrics in Prometheus text format (MM2's metric names where MM2 has them)",
                              {"200": {"description": "Prometheus exposition format"}}),
+    ("GET", "/ui"): _op("Status page: flows, connectors, tasks, throughput, lag, checkpoint age and RPO",
+                        {"200": {"description": "A self-contained HTML page"}}),
     ("GET", "/connectors"): _op(
         "List connectors", _ok(200, "Names, or {name: {status, info}} when expanded",
                                {"oneOf": [{"type": "array", "items": {"type": "string"}}, {"type": "object"}]}),
         query=[{"name": "expand", "in": "query", "required": False, "style": "form", "explode": True,
-                "schema": {"type": "array", "items": {"type": "string", "enum": ["status", "info"]}}}]),
+                "description": "status and/or info; other values are ignored, as in Connect",
+                "schema": {"type": "array", "items": {"type": "string"}}}]),
     ("POST", "/connectors"): _op("Create a connector",
                                  {**_ok(201, "Created (Location header)", _ref("ConnectorInfo")), **_errors(400, 409)},
                                  body=_ref("CreateConnectorRequest")),
@@ -135,10 +157,10 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("PUT", _C + "/config"): _op("Create or replace a connector's config",
                                  {**_ok(200, "Replaced", _ref("ConnectorInfo")),
                                   **_ok(201, "Created (Location header)", _ref("ConnectorInfo")), **_errors(400)},
-                                 body=_ref("ConfigMap")),
+                                 body=_ref("ConnectorConfig")),
     ("PATCH", _C + "/config"): _op("Patch a connector's config (null removes a key)",
                                    {**_ok(200, "Patched", _ref("ConnectorInfo")), **_errors(400, 404)},
-                                   body=_ref("ConfigMap")),
+                                   body=_ref("ConfigPatch")),
     ("GET", _C + "/status"): _op("Connector and task states",
                                  {**_ok(200, "ConnectorStateInfo", _ref("ConnectorStateInfo")), **_errors(404)}),
     ("POST", _C + "/restart"): _op(
@@ -171,8 +193,9 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "A plugin's config definitions",
         {**_ok(200, "ConfigKeyInfo list", {"type": "array", "items": _ref("ConfigKeyInfo")}), **_errors(404)}),
     ("PUT", "/connector-plugins/{plugin}/config/validate"): _op(
-        "Validate a config", {**_ok(200, "ConfigInfos (errors in the body)", _ref("ConfigInfos")), **_errors(400)},
-        body=_ref("ConfigMap")),
+        "Validate a config", {**_ok(200, "ConfigInfos (errors in the body)", _ref("ConfigInfos")),
+                              **_errors(400, 404)},
+        body=_ref("ConfigPatch")),
     ("GET", "/admin/loggers"): _op("Loggers with a level set, plus root",
                                    _ok(200, "{logger: LoggerLevel}",
                                        {"type": "object", "additionalProperties": _ref("LoggerLevel")})),
@@ -204,8 +227,8 @@ def registered_operations(app: web.Application) -> list[tuple[str, str]]:
 
 
 def _path_parameters(path: str) -> list[dict[str, Any]]:
-    return [{"name": name, "in": "path", "required": True,
-             "schema": {"type": "integer" if name == "task" else "string"}}
+    schemas = {"task": {"type": "integer", "minimum": 0}, "connector": CONNECTOR_NAME}
+    return [{"name": name, "in": "path", "required": True, "schema": schemas.get(name, {"type": "string"})}
             for name in _PARAM_PATTERN.findall(path)]
 
 
@@ -229,5 +252,17 @@ def build_openapi(app: web.Application) -> dict[str, Any]:
         "openapi": "3.0.3",
         "info": {"title": "mirrorline REST API (Kafka Connect compatible)", "version": _version()},
         "paths": paths,
-        "components": {"schemas": SCHEMAS},
+        "components": {"schemas": _with_installed_connectors(app, SCHEMAS)},
     }
+
+
+def _with_installed_connectors(app: web.Application, schemas: dict[str, Any]) -> dict[str, Any]:
+    """``schemas`` with ``connector.class`` limited to the names the worker's plugins answer to:
+    the server refuses any other, so the document says so."""
+    plugins = getattr(app.get(HERDER), "plugins", None)
+    if plugins is None or not hasattr(plugins, "connector_names"):
+        return schemas
+    connector_class = {"type": "string", "enum": plugins.connector_names()}
+    config = schemas["ConnectorConfig"]
+    return {**schemas, "ConnectorConfig": {**config, "properties": {**config.get("properties", {}),
+                                                                     "connector.class": connector_class}}}

@@ -7,6 +7,7 @@ Status codes follow Kafka Connect (``docs/rest-api.md``): 201 with ``Location`` 
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 from urllib.parse import quote
 
@@ -42,6 +43,41 @@ def _task(request: web.Request) -> int:
 def location(name: str) -> str:
     """The ``Location`` of a connector: ``/connectors/<name>``, percent-encoded."""
     return "/connectors/" + quote(name, safe="")
+
+
+MAX_NAME_LENGTH = 249
+"""Longest connector name accepted at creation (Kafka's topic-name limit; Connect has none).
+
+Far below aiohttp's 8190-byte request line even when every character is percent-encoded, so
+every connector created can be read and deleted by URL."""
+
+_FORBIDDEN = "\\u0000-\\u001f\\u007f-\\u009f\\u200e\\u200f\\u2028-\\u202e\\u2066-\\u2069\\ufeff"
+NAME_PATTERN = f"^[^{_FORBIDDEN}]*[^\\s{_FORBIDDEN}][^{_FORBIDDEN}]*$"
+"""The name rule as an ECMA-262 regular expression (OpenAPI ``pattern``): no control characters,
+line/paragraph separators, bidirectional controls or BOM, and at least one non-blank character."""
+
+_FORBIDDEN_CHAR = re.compile(f"[{_FORBIDDEN}]")
+
+NAME_RULE = (f"a connector name must have 1 to {MAX_NAME_LENGTH} characters, at least one of them not blank, and no "
+             "control characters (U+0000-U+001F, U+007F-U+009F), line or paragraph separators, bidirectional text "
+             "controls or U+FEFF")
+
+
+def check_new_name(name: Any) -> str:
+    """The name a new connector gets (surrounding blanks removed); 400 stating the rule if it breaks it.
+
+    Applies to names at creation only, so connectors created before the rule existed stay usable.
+    """
+    if not isinstance(name, str) or not name.strip():
+        what = "missing" if name is None else (json_type(name) if not isinstance(name, str) else "empty")
+        raise BadRequestError(f"Connector name is required: 'name' must be a non-empty string, not {what}")
+    if len(name) > MAX_NAME_LENGTH:
+        raise BadRequestError(f"Connector name is {len(name)} characters long; {NAME_RULE}")
+    bad = _FORBIDDEN_CHAR.search(name)
+    if bad:
+        raise BadRequestError(f"Connector name contains U+{ord(bad.group()):04X} at position {bad.start()}; "
+                              f"{NAME_RULE}")
+    return name.strip()
 
 
 def check_and_put_name(name: str, config: dict[str, Any]) -> None:
@@ -91,11 +127,7 @@ async def list_connectors(request: web.Request) -> web.Response:
 async def create_connector(request: web.Request) -> web.Response:
     """Create a connector from ``{"name", "config", "initial_state"?}``: 201 + Location, ConnectorInfo."""
     body = require_object(await read_json(request), "Request body")
-    name = body.get("name")
-    if not isinstance(name, str) or not name.strip():
-        what = "missing" if name is None else (json_type(name) if not isinstance(name, str) else "empty")
-        raise BadRequestError(f"Connector name is required: 'name' must be a non-empty string, not {what}")
-    name = name.strip()
+    name = check_new_name(body.get("name"))
     if "config" not in body:
         raise BadRequestError("Connector configuration is required: 'config' is missing")
     config = config_map(body["config"], "'config'")
@@ -135,6 +167,11 @@ async def put_config(request: web.Request) -> web.Response:
     name = _name(request)
     config = config_map(await read_json(request), "Connector configuration")
     check_and_put_name(name, config)
+    try:
+        check_new_name(name)
+    except BadRequestError:
+        if name not in await _herder(request).connectors():  # refused only when this PUT would create it
+            raise
     created, info = await _herder(request).put_connector_config(name, config, allow_replace=True)
     if created:
         return json_response(info, status=201, headers={"Location": location(name)})

@@ -9,6 +9,7 @@ import aiokafka
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
+from framework.api import ConfigError
 from framework.api.kafka_clients import client_kwargs
 
 CLIENT_CLASSES = {"producer": aiokafka.AIOKafkaProducer, "consumer": aiokafka.AIOKafkaConsumer,
@@ -85,7 +86,7 @@ def test_ignored_keys_reported_sorted():
         "ssl.truststore.password": "changeit",
     }, "producer")
     assert kwargs == {"bootstrap_servers": "a:9092"}
-    assert ignored == ["buffer.memory", "group.id", "key.serializer", "ssl.truststore.password"]
+    assert ignored == ["buffer.memory", "group.id", "key.serializer"]  # ssl.* are read (unused without TLS)
 
 
 # ---------------------------------------------------------------------------------------
@@ -178,9 +179,20 @@ def test_every_kwarg_is_accepted_by_aiokafka(role):
 
 @pytest.mark.parametrize("role", sorted(CLIENT_CLASSES))
 async def test_aiokafka_clients_construct_from_kwargs(role):
+    """aiokafka accepts every value (not only every name) and will connect with these settings."""
     kwargs, _ = client_kwargs(ALL_SETTINGS, role)
     client = CLIENT_CLASSES[role](**kwargs)  # no connection is made before start()
-    await client.close() if role == "admin" else await client.stop()
+    try:
+        connection = client.client if role == "producer" else client._client
+        assert connection._bootstrap_servers == "a:9092"
+        assert connection._client_id == "c"
+        assert connection._request_timeout_ms == 1
+        assert connection._security_protocol == "SASL_SSL"
+        assert connection._ssl_context is kwargs["ssl_context"]
+        assert (connection._sasl_mechanism, connection._sasl_plain_username,
+                connection._sasl_plain_password) == ("PLAIN", "alice", "s3cr=t")
+    finally:
+        await client.close() if role == "admin" else await client.stop()
 
 
 # ---------------------------------------------------------------------------------------
@@ -220,9 +232,14 @@ def test_sasl_jaas_without_credentials_is_ignored():
 # TLS
 # ---------------------------------------------------------------------------------------
 
+def _sasl_for(protocol: str) -> dict[str, str]:
+    """A complete SASL login for SASL protocols (without one, Java's default mechanism is GSSAPI)."""
+    return {"sasl.mechanism": "PLAIN", "sasl.jaas.config": PLAIN_JAAS} if protocol.startswith("SASL_") else {}
+
+
 @pytest.mark.parametrize("protocol", ["SSL", "SASL_SSL"])
 def test_ssl_context_with_hostname_check_disabled(protocol):
-    kwargs, ignored = client_kwargs({"security.protocol": protocol,
+    kwargs, ignored = client_kwargs({"security.protocol": protocol, **_sasl_for(protocol),
                                      "ssl.endpoint.identification.algorithm": ""}, "producer")
     context = kwargs["ssl_context"]
     assert isinstance(context, ssl.SSLContext)
@@ -245,7 +262,7 @@ def test_ssl_context_checks_hostnames_by_default(props):
 @pytest.mark.parametrize("protocol", ["ssl", "Sasl_Ssl"])
 def test_security_protocol_is_case_insensitive(protocol):
     # Java upper-cases security.protocol; aiokafka accepts only the upper-case names
-    kwargs, _ = client_kwargs({"security.protocol": protocol}, "admin")
+    kwargs, _ = client_kwargs({"security.protocol": protocol, **_sasl_for(protocol.upper())}, "admin")
     assert kwargs["security_protocol"] == protocol.upper()
     assert isinstance(kwargs["ssl_context"], ssl.SSLContext)
 
@@ -254,7 +271,7 @@ def test_security_protocol_is_case_insensitive(protocol):
 def test_no_ssl_context_without_tls(protocol):
     props = {"ssl.endpoint.identification.algorithm": ""}
     if protocol:
-        props["security.protocol"] = protocol
+        props.update({"security.protocol": protocol, **_sasl_for(protocol)})
     kwargs, ignored = client_kwargs(props, "producer")
     assert "ssl_context" not in kwargs
     assert ignored == []  # TLS settings are understood, even when unused
@@ -270,5 +287,5 @@ def test_ssl_settings_never_reported_as_ignored():
 
 
 def test_missing_cafile_fails_loudly():
-    with pytest.raises(OSError):
+    with pytest.raises(ConfigError, match=r"^ssl\.cafile: file /nonexistent/ca\.pem does not exist$"):
         client_kwargs({"security.protocol": "SSL", "ssl.cafile": "/nonexistent/ca.pem"}, "producer")

@@ -15,7 +15,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from framework.api.kafka_clients import client_kwargs
 from framework.localkafka.manager import LocalKafka
 from framework.testing.fixtures import _free_base_port
-from framework.testing.kafka import partitions_of, produce, read_all, record_tuples
+from framework.testing.kafka import KEEP_OLD_RECORDS, partitions_of, produce, read_all, record_tuples
 from framework.testing.worker import Rest, all_running, running_standalone
 
 pytestmark = pytest.mark.integration
@@ -49,11 +49,11 @@ def _kwargs(props: dict[str, str], role: str) -> dict:
     return kwargs
 
 
-async def create_topic_as(props: dict[str, str], name: str, partitions: int) -> None:
+async def create_topic_as(props: dict[str, str], name: str, partitions: int, config: dict | None = None) -> None:
     admin = AIOKafkaAdminClient(**_kwargs(props, "admin"))
     await admin.start()
     try:
-        response = await admin.create_topics([NewTopic(name, partitions, 1)])
+        response = await admin.create_topics([NewTopic(name, partitions, 1, topic_configs=config or {})])
         assert all(err[1] == 0 for err in response.topic_errors), response.topic_errors
     finally:
         await admin.close()
@@ -128,7 +128,7 @@ def _mirror_config(source, target, topic: str, jaas: str) -> dict[str, str]:
 async def test_mirror_from_sasl_source_to_plain_target(sasl_cluster, cluster_b, unique_name, tmp_path):
     topic = unique_name("secured")
     alice = sasl_props(sasl_cluster)
-    await create_topic_as(alice, topic, 3)
+    await create_topic_as(alice, topic, 3, KEEP_OLD_RECORDS)  # keyed_records are timestamped 2023
     sent = keyed_records(3, 600)
     await produce_as(alice, topic, sent)
     worker = {"bootstrap.servers": cluster_b.bootstrap_servers,
@@ -146,7 +146,7 @@ async def test_mirror_from_sasl_source_to_plain_target(sasl_cluster, cluster_b, 
 
 async def test_wrong_source_password_fails_visibly(sasl_cluster, cluster_b, unique_name, tmp_path):
     topic = unique_name("badpw")
-    await create_topic_as(sasl_props(sasl_cluster), topic, 1)
+    await create_topic_as(sasl_props(sasl_cluster), topic, 1, KEEP_OLD_RECORDS)  # keyed_records are timestamped 2023
     await produce_as(sasl_props(sasl_cluster), topic, keyed_records(1, 10))
     worker = {"bootstrap.servers": cluster_b.bootstrap_servers,
               "offset.storage.file.filename": str(tmp_path / "offsets.json")}
