@@ -15,20 +15,37 @@ As MM2's dedicated mode, each flow's worker is a distributed worker: it joins th
 the usual worker settings). Several nodes started with the same file share each flow's
 tasks, and take over a node's tasks when it stops or dies; the group's leader writes the
 connector configs derived from the file.
+
+These workers serve no REST API. ``--listeners http://0.0.0.0:8083`` (or a top-level
+``listeners`` in the file; the option wins) makes the process serve ``GET /health`` — 200 once
+every flow's worker has joined its group and holds an assignment, 503 naming the flows that
+have not — and ``GET /metrics`` for Kubernetes probes and Prometheus.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 
 from framework.api import Command, ConfigError, WorkerLauncher, WorkerSpec
 from framework.api.configfile import load_config_file
+from framework.api.kafka_clients import security_problem
 
+from connectors.mirror_client.clients import (
+    admin_client,
+    cluster_id,
+    connect_admin,
+    quiet_client_logs,
+    refuse_same_cluster,
+    same_cluster_flow_allowed,
+)
+from connectors.mirror_client.config import client_props
 from connectors.mirror_client.mm2_config import (
     CHECKPOINT_CONNECTOR,
     HEARTBEAT_CONNECTOR,
     SOURCE_CONNECTOR,
+    Flow,
     MirrorMakerConfig,
 )
 
@@ -36,6 +53,8 @@ log = logging.getLogger(__name__)
 
 #: Connectors an enabled flow runs; the heartbeat connector runs for every flow, enabled or not.
 FLOW_CONNECTORS = (SOURCE_CONNECTOR, CHECKPOINT_CONNECTOR)
+#: How long the start-up check waits for a cluster to give its id before leaving the check to the connectors.
+CLUSTER_ID_TIMEOUT_S = 15.0
 
 
 def worker_specs(config: MirrorMakerConfig, target_filter: list[str] | None) -> list[WorkerSpec]:
@@ -54,6 +73,49 @@ def worker_specs(config: MirrorMakerConfig, target_filter: list[str] | None) -> 
     return specs
 
 
+async def refuse_same_cluster_flows(flows: list[Flow]) -> None:
+    """ConfigError if a flow's source and target aliases name one physical cluster (same cluster id).
+
+    Asks each cluster once, with the flow's own client settings. A cluster that cannot be
+    reached now is skipped: the workers report it, and the connectors check again when they start.
+    A cluster that refuses the settings (a failed login, an untrusted certificate, a missing
+    truststore) is a ConfigError naming the cluster and the cause, before anything is written.
+    ``allow.same.cluster.flow=true`` (top level or ``A->B.``) lets a flow through.
+    """
+    ids: dict[str, str | None] = {}
+
+    async def id_of(alias: str, config: dict[str, str], side: str) -> str | None:
+        if alias not in ids:
+            try:
+                admin = admin_client(config, side, f"mm2-cluster-id-{alias}")
+            except ConfigError as exc:  # e.g. a missing truststore: say which cluster's settings
+                raise ConfigError(f"cluster {alias}: {exc}") from None
+            try:
+                with quiet_client_logs():  # the workers report an unreachable cluster; no need to twice
+                    await asyncio.wait_for(connect_admin(admin, config, side), CLUSTER_ID_TIMEOUT_S)
+                    ids[alias] = await asyncio.wait_for(cluster_id(admin), CLUSTER_ID_TIMEOUT_S)
+            except (OSError, asyncio.TimeoutError) as exc:
+                # a refused login or an untrusted certificate will not pass by waiting: stop before
+                # any worker writes anything; a cluster that is down is left to the workers
+                with quiet_client_logs():
+                    problem = await security_problem(client_props(config, side, "admin"))
+                if problem:
+                    raise ConfigError(f"cluster {alias}: {problem}") from None
+                log.debug("Cluster %s did not give its id (%s); its flows are checked when they start", alias, exc)
+                ids[alias] = None
+            finally:
+                await admin.close()
+        return ids[alias]
+
+    for flow in flows:
+        config = flow.connector_configs[SOURCE_CONNECTOR]
+        if same_cluster_flow_allowed(config):
+            continue
+        source_id = await id_of(flow.source, config, "source")
+        if source_id is not None:
+            refuse_same_cluster(flow.source, source_id, flow.target, await id_of(flow.target, config, "target"))
+
+
 class MirrorMakerCommand(Command):
     """Runs the flows of an mm2.properties file on this node."""
 
@@ -64,13 +126,31 @@ class MirrorMakerCommand(Command):
         parser.add_argument("mm2_properties", help="MirrorMaker 2 config file, in MM2's own format")
         parser.add_argument("--clusters", nargs="+", default=None,
                             help="run only the flows whose target is one of these aliases")
+        parser.add_argument("--listeners", default=None, metavar="http://HOST:PORT",
+                            help="serve GET /health and GET /metrics there (default: the file's top-level "
+                                 "'listeners', else no HTTP server)")
 
     async def run(self, args: argparse.Namespace, launcher: WorkerLauncher) -> int:
         props = load_config_file(args.mm2_properties)
         try:
             config = MirrorMakerConfig(props)
             specs = worker_specs(config, args.clusters)
+            flows = [flow for flow in config.flows(args.clusters) if flow.name in {s.worker_id for s in specs}]
+            await refuse_same_cluster_flows(flows)
         except ConfigError as exc:
             raise ConfigError(f"{args.mm2_properties}: {exc}") from None
-        await launcher.run(specs)
+        listeners = listeners_of(args.listeners, props)
+        if listeners:
+            await launcher.run(specs, listeners=listeners)
+        else:  # launchers written before the listeners argument still work
+            await launcher.run(specs)
         return 0
+
+
+def listeners_of(option: str | None, props: dict[str, str]) -> list[str] | None:
+    """The ``--listeners`` option, else the file's top-level ``listeners``, as a list (None: neither)."""
+    raw = option if option is not None else props.get("listeners")
+    if raw is None:
+        return None
+    listeners = [item.strip() for item in str(raw).split(",") if item.strip()]
+    return listeners or None

@@ -6,6 +6,10 @@ one worker per replication flow. Such a command never touches the runtime direct
 describes workers as :class:`WorkerSpec` and hands them to the :class:`WorkerLauncher` it
 is given, which runs them until the process is told to stop (SIGTERM/SIGINT) and then stops
 them gracefully (tasks flush and store offsets).
+
+API change (``listeners``): ``WorkerLauncher.run`` takes an optional ``listeners`` list, so a
+command whose workers serve no REST API (MM2's dedicated mode) can still be probed and scraped
+in production. Launchers that predate it are called without the argument when it is None.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ class WorkerSpec:
     offsets and statuses in the ``config/offset/status.storage.topic`` topics; processes
     running the same spec (on one machine or several) share its connectors' tasks, and the
     group's leader writes ``connector_configs`` (replacing stored ones that differ), as MM2's
-    dedicated mode does. A distributed worker started this way serves no REST API.
+    dedicated mode does. A distributed worker started this way serves no REST API (see
+    ``listeners`` of :meth:`WorkerLauncher.run` for health and metrics).
     """
 
     worker_id: str
@@ -38,11 +43,19 @@ class WorkerLauncher(ABC):
     """Runs workers on the current process; provided by the runtime to plugin commands."""
 
     @abstractmethod
-    async def run(self, workers: list[WorkerSpec]) -> None:
+    async def run(self, workers: list[WorkerSpec], listeners: list[str] | None = None) -> None:
         """Run every worker until the process is asked to stop, then stop them all gracefully.
 
+        With ``listeners`` (Connect's format, e.g. ``["http://0.0.0.0:8083"]``; the first is
+        used) the process also serves, while it runs, ``GET /health`` — 200
+        ``{"status": "healthy"}`` once every worker is healthy (a distributed worker: joined its
+        group and holds an assignment), else 503 while any is starting (500 if one is
+        unhealthy), naming which — and ``GET /metrics`` (Prometheus text of the whole process).
+        The port is bound before any worker starts.
+
         Raises a :class:`~framework.api.errors.ConnectError` naming the problem when a worker
-        cannot start (bad settings, Kafka unreachable, a connector config rejected).
+        cannot start (bad settings, Kafka unreachable, a connector config rejected) or the
+        listener's port cannot be bound (a ConfigError if ``listeners`` is malformed).
         """
 
 

@@ -4,7 +4,8 @@ Each WorkerSpec becomes a StandaloneHerder with its own stores, started with its
 configs, or (``distributed``) a DistributedHerder that joins its group and whose leader
 writes the connector configs. All run on this event loop until SIGTERM/SIGINT, then stop in
 reverse order, so every task flushes and stores its offsets. Workers started this way serve
-no REST API.
+no REST API; with ``listeners`` the process serves ``/health`` and ``/metrics`` instead
+(:class:`~framework.runtime.health_server.HealthServer`), bound before any worker starts.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import socket
 
 from framework.api.launcher import WorkerLauncher, WorkerSpec
 from framework.plugins import PluginRegistry
-from framework.runtime.process import StopSignals, kafka_cluster_id
+from framework.runtime.abstract_herder import validate_or_raise
+from framework.runtime.health_server import HealthServer
+from framework.runtime.process import StopSignals, check_listener_free, kafka_cluster_id, parse_listener
 from framework.runtime.distributed.herder import DistributedHerder
 from framework.runtime.herder import Herder
 from framework.runtime.standalone import StandaloneHerder
@@ -27,24 +30,41 @@ log = logging.getLogger(__name__)
 
 
 class ProcessLauncher(WorkerLauncher):
-    """Runs WorkerSpecs as standalone herders in this process."""
+    """Runs WorkerSpecs as standalone or distributed herders in this process."""
 
     def __init__(self, plugins: PluginRegistry, stop_event: asyncio.Event | None = None):
         self.plugins = plugins
         self.stop_event = stop_event or asyncio.Event()
         self.herders: list[Herder] = []
+        #: The /health and /metrics server while :meth:`run` serves ``listeners``.
+        self.health_server: HealthServer | None = None
 
-    async def run(self, workers: list[WorkerSpec]) -> None:
+    async def run(self, workers: list[WorkerSpec], listeners: list[str] | None = None) -> None:
+        server = None
+        if listeners:
+            listener = parse_listener(listeners)
+            check_listener_free(listener)
+            server = HealthServer([spec.worker_id for spec in workers])
         with StopSignals(self.stop_event) as stop:
             try:
+                if server is not None:
+                    await server.start(listener)
+                    self.health_server = server
                 for spec in workers:
-                    self.herders.append(await self._start(spec))
+                    herder = await self._start(spec)
+                    self.herders.append(herder)
+                    if server is not None:
+                        server.add(spec.worker_id, herder)
                 log.info("Running %d worker(s): %s", len(workers), ", ".join(w.worker_id for w in workers))
                 await stop.wait()
                 log.info("Shutting down: stopping tasks and storing their offsets")
             finally:
-                for herder in reversed(self.herders):
-                    await herder.stop()
+                try:
+                    for herder in reversed(self.herders):
+                        await herder.stop()
+                finally:  # answers liveness probes until the workers have stored their offsets
+                    if server is not None:
+                        await server.stop()
 
     async def _start(self, spec: WorkerSpec) -> Herder:
         if spec.distributed:
@@ -63,11 +83,11 @@ class ProcessLauncher(WorkerLauncher):
 
     async def _start_distributed(self, spec: WorkerSpec) -> DistributedHerder:
         config = DISTRIBUTED_CONFIG_DEF.parse(spec.worker_config)
+        for connector in spec.connector_configs:  # a bad config is a one-line error now, not a FAILED status later
+            validate_or_raise(self.plugins, connector)  # before any client is opened
         cluster_id = await kafka_cluster_id(config)
         herder = DistributedHerder(spec.worker_config, config, self.plugins, kafka_cluster_id=cluster_id,
                                    managed_connectors=spec.connector_configs)
-        for connector in spec.connector_configs:  # a bad config is a one-line error now, not a FAILED status later
-            herder.validate_or_raise(connector)
         # no REST API: the id names the process, so statuses show which node runs each task
         herder.set_url("", f"{spec.worker_id}@{socket.gethostname()}:{os.getpid()}")
         await herder.start()

@@ -1,0 +1,180 @@
+"""Every metric the Grafana dashboard and the alert rules under deploy/ query is one a live
+worker exports, checked against real ``GET /metrics`` output.
+
+A standalone worker on cluster B runs a MirrorSource A->B flow, a MirrorCheckpoint flow for a
+group that committed offsets on A, and a SequenceSource that fails, so that the series that
+only appear after an event (task failures and restarts, a skipped topic) exist. A one-worker
+distributed cluster exports the ``kafka_connect_worker_*`` series, which a standalone worker
+has not. Series no cheap event makes appear (stalled, retrying, connector failures) must at
+least be declared: prometheus_client prints ``# HELP``/``# TYPE`` for a labelled metric before
+its first series, and those lines prove the name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import re
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiokafka import TopicPartition
+
+from framework.testing.distributed import WorkerCluster
+from framework.testing.kafka import commit_on, create_topic, produce, read_all
+from framework.testing.worker import Rest, running_standalone
+
+pytestmark = pytest.mark.integration
+
+
+def _load_dashboard_helpers():
+    path = Path(__file__).resolve().parents[1] / "unit" / "test_dashboard.py"
+    spec = importlib.util.spec_from_file_location("mirrorline_dashboard_helpers", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+dash = _load_dashboard_helpers()
+
+#: Series that need an event this test does not cause: their declaration is checked instead.
+DECLARED_ONLY = {"kafka_connect_task_stalled", "kafka_connect_task_retrying",
+                 "kafka_connect_connector_failures_total", "kafka_connect_connector_restarts_total"}
+_SAMPLE_LABEL = re.compile(r'([a-zA-Z_]\w*)="(?:[^"\\]|\\.)*"')
+PARTITIONS = 2
+RECORDS = 60
+
+
+def sample_labels(metrics_text: str) -> dict[str, set[str]]:
+    """Metric name -> every label name its series carry in ``metrics_text``."""
+    labels: dict[str, set[str]] = {}
+    for line in metrics_text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, rest = line.partition("{")
+            name = name.split()[0]
+            labels.setdefault(name, set()).update(_SAMPLE_LABEL.findall(rest.rsplit("}", 1)[0]) if rest else ())
+    return labels
+
+
+
+async def metrics_when(url: str, needed: set[str], markers: tuple[str, ...] = (), timeout: float = 60.0) -> str:
+    """``GET url/metrics`` until every name of ``needed`` that it declares has a series and every
+    string of ``markers`` appears; returns the text.
+
+    A name it does not declare at all (a misspelt one) is not waited for: the caller reports it.
+    ``markers`` name this test's own series, as earlier tests in the same process may have left
+    series of the same names.
+    """
+    deadline = asyncio.get_running_loop().time() + timeout
+    text = None
+    async with Rest(url) as rest:
+        while asyncio.get_running_loop().time() < deadline:
+            try:
+                status, body = await rest.call("GET", "/metrics")
+            except aiohttp.ClientError:  # a worker process still starting
+                status = 0
+            if status == 200:
+                text = body
+                declared, sampled = dash.exported_names(text)
+                if needed & declared <= sampled and all(marker in text for marker in markers):
+                    break
+            await asyncio.sleep(0.5)
+    assert text is not None, f"{url}/metrics never answered"
+    missing = [marker for marker in markers if marker not in text]
+    assert not missing, f"{url}/metrics never showed {missing}"
+    return text
+
+
+async def post_connector(url: str, body: dict, timeout: float = 60.0) -> None:
+    """Create a connector on a distributed worker, retrying while the group (re)balances."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    async with Rest(url) as rest:
+        while True:
+            try:
+                status, answer = await rest.call("POST", "/connectors", body)
+                if status == 201:
+                    return
+            except aiohttp.ClientError as exc:
+                status, answer = 0, repr(exc)
+            assert asyncio.get_running_loop().time() < deadline, f"POST /connectors: {status} {answer}"
+            await asyncio.sleep(0.5)
+
+
+async def test_dashboard_and_alerts_query_only_exported_metrics(cluster_a, cluster_b, flow_config, unique_name,
+                                                                make_topic, tmp_path):
+    exprs = dash.all_exprs()
+    used = set().union(*(dash.metric_names(expr) for _, expr in exprs)) - dash.PROMETHEUS_SERIES
+    worker_names = {n for n in used if n.startswith("kafka_connect_worker_")}
+
+    # a distributed worker, starting while the flows are set up
+    cluster = WorkerCluster(cluster_b.bootstrap_servers, unique_name("dash-dist"), tmp_path)
+    try:
+        distributed = cluster.add_worker()
+
+        prefix = unique_name("dash")
+        topic = f"{prefix}-orders"
+        await create_topic(cluster_a.bootstrap_servers, topic, PARTITIONS)
+        await produce(cluster_a.bootstrap_servers, topic, [
+            (i % PARTITIONS, f"k{i}".encode(), f"v{i}".encode(), [], None) for i in range(RECORDS)])
+        # "A." + this name is over Kafka's 249 characters: the flow skips it and counts it
+        await create_topic(cluster_a.bootstrap_servers, f"{prefix}-" + "x" * (248 - len(prefix) - 1), 1)
+        group = f"{prefix}-app"
+        await commit_on(cluster_a.bootstrap_servers, group,
+                        {TopicPartition(topic, p): 10 + p for p in range(PARTITIONS)})
+
+        sequence_topic = await make_topic(cluster_b)
+        connectors = [
+            {"name": f"{prefix}-source", **flow_config(topics=f"{prefix}-.*", tasks_max=1, offset_lag_max=10)},
+            {"name": f"{prefix}-checkpoint", **flow_config(
+                connector_class="MirrorCheckpointConnector", groups=f"{prefix}-.*", topics=f"{prefix}-.*",
+                tasks_max=1, **{"emit.checkpoints.interval.seconds": 1, "refresh.groups.interval.seconds": 1,
+                                "checkpoints.topic.replication.factor": 1})},
+            {"name": f"{prefix}-failing", "connector.class": "SequenceSource", "topic": sequence_topic,
+             "tasks.max": "1", "records.per.poll": "5", "poll.interval.ms": "20", "fail.on.seq": "3"},
+        ]
+        worker = {"bootstrap.servers": cluster_b.bootstrap_servers,
+                  "offset.storage.file.filename": str(tmp_path / "offsets.json"),
+                  "restart.backoff.initial.ms": "200", "restart.backoff.max.ms": "1000"}
+        async with running_standalone(worker, connectors) as url:
+            await read_all(cluster_b.bootstrap_servers, f"A.{topic}", expect=RECORDS)
+            standalone_text = await metrics_when(url, used - worker_names - DECLARED_ONLY, markers=(
+                f'kafka_connect_mirror_checkpoint_connector_checkpoint_age_seconds{{group="{group}"',
+                f'kafka_connect_mirror_checkpoint_connector_checkpoint_latency_ms{{group="{group}"',
+                f'kafka_connect_task_restarts_total{{connector="{prefix}-failing"',
+                f'topic="A.{topic}"'))
+
+        try:
+            await post_connector(distributed.url, {"name": f"{prefix}-seq", "config": {
+                "connector.class": "SequenceSource", "topic": sequence_topic, "tasks.max": "1", "max.records": "5"}})
+            distributed_text = await metrics_when(distributed.url, worker_names, markers=(
+                f'kafka_connect_worker_task_assigned{{connector="{prefix}-seq"',))
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{cluster.logs()}") from None
+    finally:
+        cluster.close()
+
+    declared, sampled = set(), set()
+    for text in (standalone_text, distributed_text):
+        names = dash.exported_names(text)
+        declared |= names[0]
+        sampled |= names[1]
+    labels = sample_labels(standalone_text)
+    for name, found in sample_labels(distributed_text).items():
+        labels.setdefault(name, set()).update(found)
+
+    problems = []
+    for where, expr in exprs:
+        for name in sorted(dash.metric_names(expr) - dash.PROMETHEUS_SERIES):
+            if name not in declared | sampled:
+                problems.append(f"{where}: {name} is not exported (no # TYPE line, no series in /metrics)")
+            elif name not in sampled and name not in DECLARED_ONLY:
+                problems.append(f"{where}: {name} is declared but has no series, although this test made "
+                                f"its event happen")
+        for metric, label in dash.label_uses(expr)[0]:
+            if metric in labels and label not in labels[metric] | dash.TARGET_LABELS:
+                problems.append(f"{where}: {metric} series have no label {label!r} ({sorted(labels[metric])})")
+    assert not problems, "\n".join(problems)
+    # the worker series come from the distributed worker itself, not from anything in this process
+    assert worker_names <= dash.exported_names(distributed_text)[1]
+    assert f'kafka_connect_mirror_checkpoint_connector_failover_reread_records{{group="{group}"' in standalone_text
