@@ -22,6 +22,7 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
 from framework.localkafka import LocalKafka, LocalKafkaError
 from framework.testing.kafka import create_topic, partitions_of, produce, topics_of
 
@@ -36,14 +37,7 @@ A.bootstrap.servers = {a}
 B.bootstrap.servers = {b}
 A->B.enabled = true
 A->B.topics = demo\\\\..*
-replication.factor = 1
-offset-syncs.topic.replication.factor = 1
-checkpoints.topic.replication.factor = 1
-heartbeats.topic.replication.factor = 1
-config.storage.replication.factor = 1
-offset.storage.replication.factor = 1
-status.storage.replication.factor = 1
-offset.storage.partitions = 3
+{SINGLE_BROKER_MM2_PROPERTIES}offset.storage.partitions = 3
 status.storage.partitions = 1
 refresh.topics.interval.seconds = 5
 B.offset.flush.interval.ms = 1000
@@ -123,7 +117,7 @@ def main() -> int:
     asyncio.run(ensure_topic(a))
     STATE.mkdir(parents=True, exist_ok=True)
     properties = STATE / "mm2.properties"
-    properties.write_text(MM2_PROPERTIES.format(a=a, b=b))
+    properties.write_text(MM2_PROPERTIES.format(a=a, b=b, SINGLE_BROKER_MM2_PROPERTIES=SINGLE_BROKER_MM2_PROPERTIES))
     print(f"running: mirrorline mm2 {properties}   (log: {STATE / 'mm2.log'})")
     with open(STATE / "mm2.log", "ab") as log:
         mm2 = subprocess.Popen([sys.executable, "-m", "framework.cli.main", "mm2", str(properties)],

@@ -15,15 +15,14 @@ import time
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from framework.api import (BadRequestError, Config, ConfigDef, ConfigKey, Importance, Range, SourceConnector,
-                           SourceRecord, SourceTask, Type)
-from framework.api.kafka_clients import client_kwargs
+from framework.api import (BadRequestError, Config, ConfigDef, ConfigError, ConfigKey, Importance, Range,
+                           SourceConnector, SourceRecord, SourceTask, Type)
 
+from connectors.mirror_client.clients import admin_client, check_distinct_clusters, connect_admin
 from connectors.mirror_client.config import (
     COMMON_CONFIG_DEF,
     SOURCE_CLUSTER_ALIAS,
     TARGET_CLUSTER_ALIAS,
-    client_props,
     load_replication_policy,
 )
 from connectors.mirror_client.formats import Heartbeat, heartbeat_partition
@@ -35,6 +34,8 @@ GROUP = "MirrorHeartbeat"
 EMIT_ENABLED = "emit.heartbeats.enabled"
 EMIT_INTERVAL = "emit.heartbeats.interval.seconds"
 REPLICATION_FACTOR = "heartbeats.topic.replication.factor"
+#: How long start() tries the source cluster to compare cluster ids before going on without it.
+SOURCE_CHECK_TIMEOUT_S = 10.0
 #: Longest single wait inside ``poll``, so pause and stop stay prompt with long intervals.
 MAX_POLL_WAIT_S = 0.5
 #: Kafka error codes: topic exists; authorization / unsupported / invalid config (MM2 only warns).
@@ -65,30 +66,47 @@ class MirrorHeartbeatConnector(SourceConnector):
         return MirrorHeartbeatTask
 
     async def start(self, config: Config) -> None:
+        """Refuse a flow from a cluster into itself, then create the heartbeats topic on the target.
+
+        The same-cluster check is best effort: MM2 needs only the target for heartbeats (they must
+        keep flowing while the source is down), so a source that is not configured or not
+        reachable - hence not the reachable target - skips it.
+        """
         self.config = config
         originals = {k: str(v) for k, v in config.originals.items()}
         topic = load_replication_policy(originals).heartbeats_topic()
         flow = f"{config[SOURCE_CLUSTER_ALIAS]}->{config[TARGET_CLUSTER_ALIAS]}|{self.context.name}"
-        kwargs, _ = client_kwargs({"client.id": f"{flow}|heartbeats-target-admin",
-                                   **client_props(originals, "target", "admin")}, "admin")
-        admin = AIOKafkaAdminClient(**kwargs)
+        target_admin = admin_client(originals, "target", f"{flow}|heartbeats-target-admin")
         try:
-            await admin.start()
-        except Exception as exc:
-            raise ConnectionError(f"cannot connect to the target cluster at {kwargs.get('bootstrap_servers')}: "
-                                  f"{exc}; check target.cluster.* settings") from exc
-        try:
-            response = await asyncio.wait_for(admin.create_topics(
+            await connect_admin(target_admin, originals, "target")
+            await self._refuse_same_cluster(config, originals, flow, target_admin)
+            response = await asyncio.wait_for(target_admin.create_topics(
                 [NewTopic(topic, 1, config[REPLICATION_FACTOR], topic_configs={"cleanup.policy": "compact"})]),
                 config["admin.timeout.ms"] / 1000)
         finally:
-            await admin.close()
+            await target_admin.close()
         for name, code, *_ in response.topic_errors:
             if code in _WARN_ONLY:
                 log.warning("Could not create heartbeats topic %s (%s); assuming it exists", name, _WARN_ONLY[code])
             elif code not in (0, TOPIC_ALREADY_EXISTS):
                 raise RuntimeError(f"could not create heartbeats topic {name} on the target cluster "
                                    f"(Kafka error {code}); check {REPLICATION_FACTOR}")
+
+    async def _refuse_same_cluster(self, config: Config, originals: dict[str, str], flow: str,
+                                   target_admin: AIOKafkaAdminClient) -> None:
+        try:
+            source_admin = admin_client(originals, "source", f"{flow}|heartbeats-source-admin")
+        except ConfigError:  # no source.cluster.bootstrap.servers: MM2 does not require it here
+            return
+        try:
+            try:
+                await asyncio.wait_for(connect_admin(source_admin, originals, "source"), SOURCE_CHECK_TIMEOUT_S)
+            except (OSError, asyncio.TimeoutError) as exc:
+                log.info("Not comparing cluster ids of %s: the source cluster is not reachable (%s)", flow, exc)
+                return
+            await check_distinct_clusters(config, source_admin, target_admin)
+        finally:
+            await source_admin.close()
 
     async def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
         if not self.config[EMIT_ENABLED] or max_tasks < 1:

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+import logging
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from framework.api import ConfigError
 from framework.api.kafka_clients import client_kwargs
 
-from .config import client_props
+from .config import (ALLOW_SAME_CLUSTER_FLOW, COMMON_CONFIG_DEF, SOURCE_CLUSTER_ALIAS, TARGET_CLUSTER_ALIAS,
+                     client_props)
 
 
 def admin_client(originals: dict[str, Any], side: str, client_id: str) -> AIOKafkaAdminClient:
@@ -32,6 +36,63 @@ async def connect_admin(admin: AIOKafkaAdminClient, originals: dict[str, Any], s
                 "check that the brokers run and the address is right")
         raise ConnectionError(f"cannot connect to the {side} cluster at {props['bootstrap.servers']} "
                               f"(security.protocol={protocol}): {exc}; {hint}") from exc
+
+
+@contextlib.contextmanager
+def quiet_client_logs() -> Iterator[None]:
+    """Silence aiokafka's log records (each failed connection attempt is an ERROR) unless the root
+    logger is at DEBUG.
+
+    For one-shot commands that report a failure themselves, once, as one line. The level is
+    process-wide: not for use while workers run.
+    """
+    logger = logging.getLogger("aiokafka")
+    if logging.getLogger().isEnabledFor(logging.DEBUG):
+        yield
+        return
+    previous = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(previous)
+
+
+async def cluster_id(admin: AIOKafkaAdminClient) -> str | None:
+    """The id of the cluster a started admin client talks to (None if the brokers do not say)."""
+    return (await admin.describe_cluster()).get("cluster_id") or None
+
+
+def same_cluster_flow_allowed(config: Mapping[str, Any]) -> bool:
+    """``allow.same.cluster.flow`` of a connector config, raw (strings) or parsed."""
+    key = COMMON_CONFIG_DEF.keys[ALLOW_SAME_CLUSTER_FLOW]
+    return bool(key.parse(config.get(ALLOW_SAME_CLUSTER_FLOW, key.default)))
+
+
+def refuse_same_cluster(source_alias: str, source_id: str | None, target_alias: str, target_id: str | None) -> None:
+    """Raise ConfigError when the flow's two clusters report the same cluster id.
+
+    Aliases are only names: two of them may point at one physical cluster, and a flow from a
+    cluster into itself copies its own copies on every refresh (``A.orders``, ``A.A.orders``...)
+    until the disk is full. Unknown ids (None) are not compared.
+    """
+    if source_id is None or source_id != target_id:
+        return
+    raise ConfigError(
+        f"{source_alias}->{target_alias}: source cluster {source_alias!r} and target cluster {target_alias!r} are "
+        f"the same Kafka cluster (cluster id {source_id}), so this flow would copy its own copies without end; "
+        f"point the two aliases at different clusters, or set {ALLOW_SAME_CLUSTER_FLOW}=true if the topics "
+        f"filters keep the copies out")
+
+
+async def check_distinct_clusters(config: Mapping[str, Any], source_admin: AIOKafkaAdminClient,
+                                  target_admin: AIOKafkaAdminClient) -> None:
+    """Refuse (ConfigError) a connector's flow whose source and target are one physical cluster,
+    unless ``allow.same.cluster.flow`` is true. Both admin clients must be started."""
+    if same_cluster_flow_allowed(config):
+        return
+    refuse_same_cluster(str(config[SOURCE_CLUSTER_ALIAS]), await cluster_id(source_admin),
+                        str(config[TARGET_CLUSTER_ALIAS]), await cluster_id(target_admin))
 
 
 def consumer_kwargs(originals: dict[str, Any], side: str, client_id: str) -> dict[str, Any]:

@@ -8,14 +8,23 @@ source cluster's consumer, ``source.cluster.*`` then ``consumer.*`` then ``sourc
 
 from __future__ import annotations
 
-import importlib
+import logging
 from collections.abc import Mapping
 from typing import Any
 
-from framework.api import ConfigDef, ConfigKey, ConfigError, Importance, NonEmptyString, OneOf, Range, RegexList, Type
+from framework.api import (ConfigDef, ConfigKey, ConfigError, Importance, NonEmptyString, OneOf, Range, RegexList, Type,
+                           Validator)
+from framework.api.hookspecs import registered_replication_policies
 
 from .filters import TOPICS_EXCLUDE_DEFAULT, TOPICS_INCLUDE_DEFAULT
-from .policies import DefaultReplicationPolicy, IdentityReplicationPolicy, ReplicationPolicy, SuffixReplicationPolicy
+from .policies import (
+    SEPARATOR_CONFIG,
+    DefaultReplicationPolicy,
+    IdentityReplicationPolicy,
+    ReplicationPolicy,
+    SuffixReplicationPolicy,
+    check_separator,
+)
 
 GROUP = "MirrorMaker"
 
@@ -26,15 +35,65 @@ ENABLED = "enabled"
 ADMIN_TIMEOUT_MS = "admin.timeout.ms"
 OFFSET_SYNCS_TOPIC_LOCATION = "offset-syncs.topic.location"
 CONSUMER_POLL_TIMEOUT_MS = "consumer.poll.timeout.ms"
+ALLOW_SAME_CLUSTER_FLOW = "allow.same.cluster.flow"
 
-#: Names ``replication.policy.class`` accepts besides a Python ``module.Class`` path.
+log = logging.getLogger(__name__)
+
+
+def _python_names(cls: type) -> list[str]:
+    return [f"{cls.__module__}.{cls.__qualname__}", cls.__name__, *getattr(cls, "aliases", ())]
+
+
+#: The built-in policies under every name ``replication.policy.class`` accepts for them: MM2's
+#: Java class names, and the Python full and short class names.
 POLICY_ALIASES: dict[str, type[ReplicationPolicy]] = {
     "org.apache.kafka.connect.mirror.DefaultReplicationPolicy": DefaultReplicationPolicy,
-    "DefaultReplicationPolicy": DefaultReplicationPolicy,
     "org.apache.kafka.connect.mirror.IdentityReplicationPolicy": IdentityReplicationPolicy,
-    "IdentityReplicationPolicy": IdentityReplicationPolicy,
-    "SuffixReplicationPolicy": SuffixReplicationPolicy,
+    **{name: cls for cls in (DefaultReplicationPolicy, IdentityReplicationPolicy, SuffixReplicationPolicy)
+       for name in _python_names(cls)},
 }
+
+
+def replication_policies() -> dict[str, type[ReplicationPolicy]]:
+    """Every name ``replication.policy.class`` accepts, and its class: the built-ins
+    (:data:`POLICY_ALIASES`), then the policies plugins register through the
+    ``register_replication_policies`` hook (full name, simple name, ``aliases``). A plugin's
+    name never replaces a built-in's; a class that is not a ReplicationPolicy is skipped."""
+    names = dict(POLICY_ALIASES)
+    for cls in registered_replication_policies():
+        if not (isinstance(cls, type) and issubclass(cls, ReplicationPolicy)):
+            log.warning("Ignoring %r registered as a replication policy: it is not a ReplicationPolicy subclass", cls)
+            continue
+        for name in _python_names(cls):
+            names.setdefault(name, cls)
+    return names
+
+
+class SeparatorValidator(Validator):
+    """``replication.policy.separator``: a non-empty string (see :func:`policies.check_separator`)."""
+
+    def __call__(self, name: str, value: Any) -> None:
+        check_separator(value)
+
+    def __str__(self) -> str:
+        return "non-empty string"
+
+
+class PolicyValidator(Validator):
+    """``replication.policy.class``: a name :func:`replication_policies` knows (nothing is imported)."""
+
+    def __call__(self, name: str, value: Any) -> None:
+        known = replication_policies()
+        if value is not None and value not in known:
+            raise ValueError(f"unknown replication policy; known policies are {', '.join(sorted(known))} (a plugin "
+                             f"adds others through the register_replication_policies hook)")
+
+    def recommended_values(self) -> list[str]:
+        return sorted(replication_policies())
+
+    def __str__(self) -> str:
+        return "a built-in or plugin-registered replication policy"
+
 
 COMMON_CONFIG_DEF = ConfigDef([
     ConfigKey(ENABLED, Type.BOOLEAN, default="true", importance=Importance.LOW, group=GROUP,
@@ -44,11 +103,13 @@ COMMON_CONFIG_DEF = ConfigDef([
     ConfigKey(TARGET_CLUSTER_ALIAS, Type.STRING, default="target", importance=Importance.HIGH, group=GROUP,
               doc="Alias of the target cluster. Used in metrics and in the offset-syncs topic name."),
     ConfigKey(REPLICATION_POLICY_CLASS, Type.CLASS, default="org.apache.kafka.connect.mirror.DefaultReplicationPolicy",
-              importance=Importance.LOW, group=GROUP,
+              validator=PolicyValidator(), importance=Importance.LOW, group=GROUP,
               doc="How remote topics are named: MM2's Default (A.orders) or Identity (orders) policy by their "
-                  "Java or short names, SuffixReplicationPolicy (orders.A), or a Python module.Class path."),
-    ConfigKey("replication.policy.separator", Type.STRING, default=".", importance=Importance.LOW, group=GROUP,
-              doc="Separator between the cluster alias and the topic name in remote topic names."),
+                  "Java or Python names, SuffixReplicationPolicy (orders.A), or a policy a plugin registers "
+                  "(register_replication_policies hook). No other module is imported."),
+    ConfigKey(SEPARATOR_CONFIG, Type.STRING, default=".", validator=SeparatorValidator(), importance=Importance.LOW,
+              group=GROUP, doc="Separator between the cluster alias and the topic name in remote topic names. "
+                               "Must not be empty (mirrorline refuses it: it would turn cycle detection off)."),
     ConfigKey("replication.policy.internal.topic.separator.enabled", Type.BOOLEAN, default="true",
               importance=Importance.LOW, group=GROUP,
               doc="Use the custom separator in internal topic names (offset-syncs, checkpoints) too."),
@@ -66,6 +127,11 @@ COMMON_CONFIG_DEF = ConfigDef([
                   "(replicate with read-only access to the source)."),
     ConfigKey(CONSUMER_POLL_TIMEOUT_MS, Type.LONG, default=1000, validator=Range(min=1), importance=Importance.LOW,
               group=GROUP, doc="How long a task's consumer waits for records in one poll."),
+    ConfigKey(ALLOW_SAME_CLUSTER_FLOW, Type.BOOLEAN, default="false", importance=Importance.LOW, group=GROUP,
+              doc="mirrorline extension, not in MM2: let a flow's source and target be the same physical "
+                  "cluster (same cluster id). Refused by default because each topic refresh would copy the "
+                  "previous copies again (A.orders, A.A.orders ...) without end; allow it only with topics / "
+                  "topics.exclude that keep the copies out."),
 ])
 
 _ROLES = ("consumer", "producer", "admin")
@@ -94,18 +160,22 @@ def client_props(originals: Mapping[str, Any], side: str, role: str) -> dict[str
 
 
 def load_replication_policy(config: Mapping[str, Any]) -> ReplicationPolicy:
-    """Instantiate and configure the policy ``replication.policy.class`` names."""
-    name = str(config.get(REPLICATION_POLICY_CLASS) or "DefaultReplicationPolicy")
-    policy_class = POLICY_ALIASES.get(name)
+    """Instantiate and configure the policy ``replication.policy.class`` names.
+
+    The name is looked up in :func:`replication_policies` only: no module is ever imported
+    because a config names it (a REST caller must not make the worker import code). An
+    unknown name is a ConfigError listing the known ones.
+    """
+    name = str(config.get(REPLICATION_POLICY_CLASS) or "DefaultReplicationPolicy").strip()
+    known = replication_policies()
+    policy_class = known.get(name)
     if policy_class is None:
-        module_name, _, class_name = name.rpartition(".")
-        try:
-            policy_class = getattr(importlib.import_module(module_name), class_name)
-        except (ImportError, AttributeError, ValueError):
-            raise ConfigError(f"{REPLICATION_POLICY_CLASS}: cannot find replication policy {name!r}; use "
-                              f"one of {', '.join(sorted(POLICY_ALIASES))} or a Python module.Class") from None
-        if not (isinstance(policy_class, type) and issubclass(policy_class, ReplicationPolicy)):
-            raise ConfigError(f"{REPLICATION_POLICY_CLASS}: {name} is not a ReplicationPolicy")
+        raise ConfigError(f"{REPLICATION_POLICY_CLASS}: unknown replication policy {name!r}; known policies are "
+                          f"{', '.join(sorted(known))} (a plugin adds others through the "
+                          f"register_replication_policies hook)")
     policy = policy_class()
-    policy.configure({k: str(v) for k, v in config.items()})
+    try:
+        policy.configure({k: str(v) for k, v in config.items()})
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     return policy

@@ -96,6 +96,33 @@ def mm2_connector_key_names() -> frozenset[str]:
     return frozenset(SOURCE_CONFIG_DEF.keys) | EXTRA_MM2_CONNECTOR_KEYS
 
 
+def check_connector_configs(flows: Iterable[Flow]) -> None:
+    """Raise one ConfigError naming every invalid value in the flows' connector configs.
+
+    Checked against the three connectors' ConfigDefs before any worker or client starts, so a
+    bad ``topics`` regex or an empty ``replication.policy.separator`` is reported at once.
+    Values holding a ``${provider:...}`` placeholder are left to the worker, which resolves them.
+    Each problem is named once, with the first flow it was found in.
+    """
+    from connectors.checkpoint.config import CHECKPOINT_CONFIG_DEF  # lazy: avoid import cycles
+    from connectors.heartbeat.connector import HEARTBEAT_CONFIG_DEF
+    from connectors.source_mirror.config import SOURCE_CONFIG_DEF
+
+    config_defs = {SOURCE_CONNECTOR: SOURCE_CONFIG_DEF, CHECKPOINT_CONNECTOR: CHECKPOINT_CONFIG_DEF,
+                   HEARTBEAT_CONNECTOR: HEARTBEAT_CONFIG_DEF}
+    problems: dict[str, str] = {}
+    for flow in flows:
+        for name, config_def in config_defs.items():
+            config = flow.connector_configs[name]
+            for value in config_def.validate(config):
+                if "${" in str(config.get(value.name, "")):
+                    continue
+                for error in value.errors:
+                    problems.setdefault(error, flow.name)
+    if problems:
+        raise ConfigError("; ".join(f"flow {flow}: {error}" for error, flow in problems.items()))
+
+
 def _parse_bool(props: Mapping[str, str], key: str, default: bool) -> bool:
     value = props.get(key)
     if value is None:
@@ -256,6 +283,7 @@ class MirrorMakerConfig:
             ))
         if not flows:
             raise ConfigError("No source->target replication flows.")
+        check_connector_configs(flows)
         return flows
 
     # ------------------------------------------------------------------ §6.4

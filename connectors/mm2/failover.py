@@ -13,9 +13,13 @@ backwards unless ``--allow-backwards``; ``--dry-run`` shows the change without m
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError, NodeNotReadyError
 
 from framework.api import Command, ConnectError, WorkerLauncher
 from framework.api.configfile import load_config_file
@@ -23,6 +27,7 @@ from framework.api.kafka_admin import alter_consumer_group_offsets, describe_con
 from framework.api.kafka_clients import client_kwargs
 
 from connectors.mirror_client.client import MirrorClient, reread_count
+from connectors.mirror_client.clients import quiet_client_logs
 from connectors.mirror_client.formats import Checkpoint
 
 
@@ -55,10 +60,23 @@ def _props(bootstrap: str, path: str | None) -> dict[str, str]:
     return {**(load_config_file(path) if path else {}), "bootstrap.servers": bootstrap}
 
 
+@contextlib.asynccontextmanager
+async def _reaching(side: str, bootstrap: str) -> AsyncIterator[None]:
+    """Turn a failure to reach the ``side`` cluster inside the block into one actionable ConnectError."""
+    try:
+        yield
+    except (KafkaConnectionError, KafkaTimeoutError, NodeNotReadyError, OSError) as exc:
+        # aiokafka's texts repeat the class name and list resolved addresses; ours say more with less
+        detail = exc.__class__.__name__ if not isinstance(exc, OSError) else str(exc) or exc.__class__.__name__
+        raise ConnectError(f"cannot reach the {side} cluster at {bootstrap} ({detail}): check that "
+                           f"its brokers run and --{side}-bootstrap is right (and --{side}-config's security "
+                           f"settings, if any)") from None
+
+
 async def plan(args: argparse.Namespace) -> tuple[list[PartitionPlan], str]:
     """The group's checkpoints on the target, its current offsets there, its state, and re-read counts."""
     target_props = _props(args.target_bootstrap, args.target_config)
-    async with MirrorClient(target_props) as client:
+    async with _reaching("target", args.target_bootstrap), MirrorClient(target_props) as client:
         checkpoints = await client.checkpoints(args.group, args.source)
         if not checkpoints:
             raise ConnectError(f"no checkpoints for group {args.group} from {args.source} on "
@@ -75,16 +93,18 @@ async def plan(args: argparse.Namespace) -> tuple[list[PartitionPlan], str]:
         # beginning (and still finds the record at its real offset) instead of jumping to the end
         source = AIOKafkaConsumer(**{**source_kwargs, "auto_offset_reset": "earliest"}, enable_auto_commit=False)
         target = AIOKafkaConsumer(**{**target_kwargs, "auto_offset_reset": "earliest"}, enable_auto_commit=False)
-        await source.start()
-        await target.start()
         try:
+            async with _reaching("source", args.source_bootstrap):
+                await source.start()
+            async with _reaching("target", args.target_bootstrap):
+                await target.start()
             for tp, checkpoint in checkpoints.items():
                 upstream = policy.upstream_topic(tp.topic) if policy.topic_source(tp.topic) == args.source else None
                 if upstream:
                     rereads[tp] = await reread_count(source, TopicPartition(upstream, tp.partition),
                                                      checkpoint.upstream_offset, target, tp,
                                                      checkpoint.downstream_offset)
-        finally:
+        finally:  # stopped even when start failed: an unstarted consumer still holds a client
             await source.stop()
             await target.stop()
     plans = [PartitionPlan(tp, c, current.get(tp), rereads.get(tp)) for tp, c in checkpoints.items()]
@@ -115,7 +135,8 @@ class TranslateCommand(Command):
         _add_common(actions.add_parser("translate", help="print a group's positions translated for the target"))
 
     async def run(self, args: argparse.Namespace, launcher: WorkerLauncher) -> int:
-        plans, state = await plan(args)
+        with quiet_client_logs():
+            plans, state = await plan(args)
         _print(plans, args.group, state)
         return 0
 
@@ -135,6 +156,10 @@ class FailoverCommand(Command):
                             help="also move partitions whose current offset on the target is further ahead")
 
     async def run(self, args: argparse.Namespace, launcher: WorkerLauncher) -> int:
+        with quiet_client_logs():
+            return await self._failover(args)
+
+    async def _failover(self, args: argparse.Namespace) -> int:
         plans, state = await plan(args)
         _print(plans, args.group, state)
         if state not in ("Empty", "Dead") and not args.force:
@@ -150,11 +175,10 @@ class FailoverCommand(Command):
             print(f"dry run: would commit {len(changes)} offset(s) for group {args.group}; nothing changed")
             return 0
         if changes:
-            from aiokafka.admin import AIOKafkaAdminClient
-
             admin = AIOKafkaAdminClient(**client_kwargs(_props(args.target_bootstrap, args.target_config), "admin")[0])
-            await admin.start()
             try:
+                async with _reaching("target", args.target_bootstrap):
+                    await admin.start()
                 await alter_consumer_group_offsets(admin, args.group, changes)
             finally:
                 await admin.close()

@@ -28,9 +28,11 @@ SOURCE_CONFIG_DEF = COMMON_CONFIG_DEF.merged(ConfigDef([
     ConfigKey("sync.topic.configs.interval.seconds", Type.LONG, default=600, validator=Range(min=1),
               importance=Importance.LOW, group=GROUP, doc="How often to sync topic configs (first sync at start)."),
     ConfigKey("sync.topic.acls.enabled", Type.BOOLEAN, default="true", importance=Importance.LOW, group=GROUP,
-              doc="Accepted for MM2 compatibility; ACL sync is not implemented yet (logged once at start)."),
-    ConfigKey("sync.topic.acls.interval.seconds", Type.LONG, default=600, importance=Importance.LOW, group=GROUP,
-              doc="Accepted for MM2 compatibility; see sync.topic.acls.enabled."),
+              doc="Copy the source's topic ACLs to the remote topics, as MM2 does (literal patterns, ALLOW "
+                  "WRITE dropped, ALLOW ALL downgraded to READ; beyond MM2, prefixed patterns that cover only "
+                  "mirrored topics). The target's own ACLs are never deleted."),
+    ConfigKey("sync.topic.acls.interval.seconds", Type.LONG, default=600, validator=Range(min=1),
+              importance=Importance.LOW, group=GROUP, doc="How often topic ACLs are synced."),
     ConfigKey("config.properties.exclude", Type.LIST, default=CONFIG_PROPERTIES_EXCLUDE_DEFAULT,
               validator=RegexList(), importance=Importance.HIGH, group=GROUP,
               doc="Topic config properties never copied to remote topics (full-match regexes)."),

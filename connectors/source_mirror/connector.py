@@ -1,8 +1,9 @@
 """MirrorSourceConnector: plans the copying of a source cluster's topics to a target cluster.
 
 Lifecycle (MM2's, reference §3.2): on start it creates the offset-syncs topic, finds the
-source topics to mirror, creates or grows their remote topics, and schedules two loops —
-topic-config sync (first run at once) and topic refresh (first run after one interval).
+source topics to mirror, creates or grows their remote topics, and schedules its loops —
+topic-config sync and topic-ACL sync (first runs at once) and topic refresh (first run after
+one interval).
 A refresh that finds new topics or partitions creates them on the target and asks the
 runtime to re-split tasks.
 
@@ -17,9 +18,9 @@ import asyncio
 import logging
 from aiokafka.admin import NewTopic
 
-from framework.api import BadRequestError, Config, SourceConnector
+from framework.api import BadRequestError, Config, ConfigError, SourceConnector
 
-from connectors.mirror_client.clients import admin_client, connect_admin
+from connectors.mirror_client.clients import admin_client, check_distinct_clusters, connect_admin
 from connectors.mirror_client.config import (
     ENABLED,
     OFFSET_SYNCS_TOPIC_LOCATION,
@@ -28,6 +29,7 @@ from connectors.mirror_client.config import (
     load_replication_policy,
 )
 from connectors.mirror_client.filters import TopicFilter
+from connectors.source_mirror.acls import TopicAclSync
 from connectors.source_mirror.config import SOURCE_CONFIG_DEF, TASK_ASSIGNED_PARTITIONS, TASK_INDEX
 from connectors.source_mirror.task import MirrorSourceTask
 from connectors.source_mirror.topics import (
@@ -39,6 +41,7 @@ from connectors.source_mirror.topics import (
     source_topics,
     sync_topic_configs,
     task_partitions,
+    topic_partitions,
 )
 
 log = logging.getLogger(__name__)
@@ -79,11 +82,19 @@ class MirrorSourceConnector(SourceConnector):
         self.target_admin = admin_client(originals, "target", f"{flow}|replication-target-admin")
         await connect_admin(self.source_admin, originals, "source")
         await connect_admin(self.target_admin, originals, "target")
+        try:
+            await check_distinct_clusters(config, self.source_admin, self.target_admin)
+        except ConfigError:
+            await self.stop()  # the runtime never stops a connector whose start failed
+            raise
         if config["emit.offset-syncs.enabled"]:
             await self._create_offset_syncs_topic()
         await self._refresh(initial=True)
         if config["sync.topic.acls.enabled"]:
-            log.info("sync.topic.acls.enabled is set but ACL sync is not implemented yet; ACLs are not copied")
+            acl_sync = TopicAclSync(self.source_admin, self.target_admin, self.source_alias, self.target_alias,
+                                    self.policy, self.selection.should_replicate, self.context.report_warning)
+            self._loops.append(asyncio.create_task(self._periodic(
+                acl_sync.sync_topic_acls, config["sync.topic.acls.interval.seconds"], first_now=True)))
         if config["sync.topic.configs.enabled"]:
             self._loops.append(asyncio.create_task(self._periodic(
                 self._sync_configs, config["sync.topic.configs.interval.seconds"], first_now=True)))
@@ -97,10 +108,21 @@ class MirrorSourceConnector(SourceConnector):
         name = self.policy.offset_syncs_topic(self.target_alias if on_source else self.source_alias)
         response = await admin.create_topics([NewTopic(name, 1, self.config["offset-syncs.topic.replication.factor"],
                                                        topic_configs=offset_syncs_topic_config())])
-        for topic, error_code, *_ in response.topic_errors:
-            if error_code not in (0, 36):
-                log.warning("Could not create offset-syncs topic %s (error %s); assuming it exists", topic,
-                            error_code)
+        for topic, error_code, *rest in response.topic_errors:
+            if error_code == 0:
+                log.info("Created offset-syncs topic %s", topic)
+                continue
+            # MM2 goes on whatever the answer (e.g. no CREATE permission), but says what it found.
+            detail = rest[0] if rest else ""
+            try:
+                partitions = (await topic_partitions(admin, [topic])).get(topic)
+            except Exception as exc:
+                partitions, detail = None, f"{detail}; describing it failed too: {exc}"
+            if partitions:
+                log.info("Offset-syncs topic %s already exists (%d partition(s))", topic, partitions)
+            else:
+                log.warning("Could not create offset-syncs topic %s (error %s: %s) and cannot see it; offset "
+                            "syncs cannot be written until it exists", topic, error_code, detail)
 
     async def _periodic(self, action, interval_s: float, first_now: bool) -> None:
         if not first_now:

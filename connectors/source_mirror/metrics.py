@@ -4,7 +4,13 @@ MM2 (JMX, group ``MirrorSourceConnector``, tags source/target/topic/partition, `
 the remote topic) has record-count, record-age-ms, replication-latency-ms and byte-count; the
 ``-rate`` and ``-min/-max/-avg`` variants are what Prometheus computes from these series
 (``rate()``, ``*_over_time``). Beyond MM2: ``replication_lag_records`` (source end offset minus
-next offset to replicate) and ``skipped_topics`` (topics not mirrored, by reason).
+next offset to replicate) and ``skipped_topics`` (topics not mirrored, by reason), and two
+series for source anomalies MM2 passes over silently: ``records_lost_to_retention`` (records
+deleted on the source before they were copied) and ``source_offset_resets`` (times a partition's
+position had to be moved to its log start, by reason: ``lost-to-retention`` or
+``offsets-went-backwards``, the latter meaning the source topic was deleted and re-created).
+``acl_sync_errors`` counts topic ACL sync rounds that failed because the mirror's principal may
+not describe ACLs on the source or create them on the target (MM2 only logs these).
 """
 
 from __future__ import annotations
@@ -23,3 +29,14 @@ REPLICATION_LAG_RECORDS = Gauge(_PREFIX + "replication_lag_records",
                                 "Records on the source not yet replicated (end offset - next offset).", _TAGS)
 SKIPPED_TOPICS = Counter(_PREFIX + "skipped_topics", "Source topics not mirrored, by reason.",
                          ("source", "target", "reason"))
+RECORDS_LOST_TO_RETENTION = Counter(
+    _PREFIX + "records_lost_to_retention",
+    "Source records deleted (retention, DeleteRecords) before they were replicated: never copied.", _TAGS)
+SOURCE_OFFSET_RESETS = Counter(
+    _PREFIX + "source_offset_resets",
+    "Times a source partition's position was out of its log and replication resumed at the log start, "
+    "by reason (lost-to-retention, offsets-went-backwards).", _TAGS + ("reason",))
+ACL_SYNC_ERRORS = Counter(
+    _PREFIX + "acl_sync_errors",
+    "Topic ACL sync rounds that failed, by reason (source-describe-denied: no DESCRIBE on the source cluster; "
+    "target-alter-denied: no ALTER on the target cluster).", ("source", "target", "reason"))

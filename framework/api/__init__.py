@@ -29,18 +29,22 @@ from framework.api.errors import (
     ConnectError,
     ForbiddenError,
     NotFoundError,
+    PartitionNotAvailableError,
     RebalanceInProgressError,
     RetriableError,
 )
 from framework.api.hookspecs import hookimpl, hookspec
 from framework.api.launcher import Command, WorkerLauncher, WorkerSpec
 from framework.api.records import ConnectorTaskId, RecordMetadata, SourceRecord
+from framework.api.secrets import HIDDEN, is_secret, redact, scrub
 from framework.api.task import SourceTask
 
 __all__ = [
     "NO_DEFAULT", "AlreadyExistsError", "BadRequestError", "Command", "WorkerLauncher", "WorkerSpec", "Config", "ConfigDef", "ConfigError", "ConfigKey",
     "ConfigValue", "ConnectError", "Connector", "ForbiddenError", "ConnectorContext", "ConnectorTaskId", "Importance",
-    "NonEmptyString", "NotFoundError", "OffsetReader", "OneOf", "Password", "Range", "RebalanceInProgressError",
+    "NonEmptyString", "NotFoundError", "OffsetReader", "OneOf", "PartitionNotAvailableError", "Password", "Range",
+    "RebalanceInProgressError",
     "RecordMetadata", "RegexList", "RetriableError", "SourceConnector", "SourceRecord", "SourceTask",
     "SourceTaskContext", "Type", "Validator", "hookimpl", "hookspec", "split_list",
+    "HIDDEN", "is_secret", "redact", "scrub",
 ]

@@ -26,6 +26,7 @@ from enum import Enum
 from typing import Any
 
 from framework.api.errors import ConfigError
+from framework.api.secrets import HIDDEN, is_secret, redact, scrub
 
 
 class _NoDefault:
@@ -332,7 +333,7 @@ class Config(Mapping[str, Any]):
         return {k[len(prefix):]: v for k, v in self.originals.items() if k.startswith(prefix)}
 
     def __repr__(self) -> str:
-        return f"Config({self._values!r})"
+        return f"Config({redact(self._values)!r})"
 
 
 class ConfigDef:
@@ -376,9 +377,12 @@ class ConfigDef:
                     result.value = key.parse(raw[key.name])
                 except (ValueError, TypeError) as exc:
                     result.value = raw[key.name]
-                    shown = "[hidden]" if key.type is Type.PASSWORD else raw[key.name]  # never echo a secret
-                    result.errors.append(
-                        f"Invalid value {shown} for configuration {key.name}: {exc}")
+                    reason = str(exc)
+                    shown = raw[key.name]
+                    if is_secret(key.name, self):  # never echo a secret, not even inside a validator's words
+                        reason = scrub(reason, {key.name: shown}, self)
+                        shown = HIDDEN
+                    result.errors.append(f"Invalid value {shown} for configuration {key.name}: {reason}")
             elif key.required:
                 result.errors.append(f"Missing required configuration \"{key.name}\" which has no default value.")
             else:

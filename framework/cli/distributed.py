@@ -18,6 +18,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from framework.runtime.distributed.process import run_distributed
+    from framework.runtime.process import check_listener_free, parse_listener
+    from framework.runtime.worker_config import DISTRIBUTED_CONFIG_DEF
 
-    asyncio.run(run_distributed(load_config_file(args.worker_config)))
+    worker = load_config_file(args.worker_config)
+    # before the herder exists: it opens Kafka clients that a taken port would leave unclosed
+    check_listener_free(parse_listener(DISTRIBUTED_CONFIG_DEF.parse(worker)["listeners"]))
+    asyncio.run(run_distributed(worker))
     return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import traceback
 
 from framework import __version__
 from framework.cli import distributed, local_kafka, plugins, standalone
@@ -22,23 +23,50 @@ class UserError(Exception):
 
 
 def user_error_types() -> tuple[type[BaseException], ...]:
-    """Exception types the CLI reports as one line (imported lazily to keep start-up fast)."""
+    """Exception types the CLI reports as one line (imported lazily to keep start-up fast).
+
+    Ours (UserError, LocalKafkaError, ConnectError and so ConfigError), aiokafka's KafkaError
+    (a broker that is down or refuses), and OSError (a taken port, an unreachable host, a file).
+    """
     from framework.localkafka.errors import LocalKafkaError
 
-    types: list[type[BaseException]] = [UserError, LocalKafkaError]
+    types: list[type[BaseException]] = [UserError, LocalKafkaError, OSError]
     try:
         from framework.api.errors import ConnectError
         types.append(ConnectError)
     except ImportError:
         pass
+    try:
+        from aiokafka.errors import KafkaError
+        types.append(KafkaError)
+    except ImportError:
+        pass
     return tuple(types)
+
+
+def one_line(exc: BaseException) -> str:
+    """The message of ``exc`` on one line, with a hint for errors that carry none."""
+    text = " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
+    if not text:
+        text = exc.__class__.__name__
+    if exc.__class__.__name__ == "KafkaConnectionError":
+        text += "; check that the Kafka brokers run and the bootstrap servers are right"
+    return text
+
+
+def _log_level(text: str) -> str:
+    """``--log-level``: a logging level name, any case (argparse reports a wrong one as a usage error)."""
+    if not isinstance(logging.getLevelName(text.upper()), int):
+        raise argparse.ArgumentTypeError(f"unknown log level {text!r}: use DEBUG, INFO, WARNING or ERROR")
+    return text.upper()
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser, with every subcommand registered."""
     parser = argparse.ArgumentParser(prog="mirrorline", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"mirrorline {__version__}")
-    parser.add_argument("--log-level", default="INFO", help="root log level (default INFO)")
+    parser.add_argument("--log-level", default="INFO", type=_log_level,
+                        help="root log level: DEBUG, INFO, WARNING, ERROR (default INFO)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in SUBCOMMANDS:
         module.register(sub)
@@ -75,7 +103,18 @@ def _register_plugin_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the process exit code."""
+    """Run the command line; returns the process exit code.
+
+    This is the one place where failures become output. Every failure exits 1 and ends with a
+    single ``mirrorline: error: ...`` line on stderr:
+
+    * errors of :func:`user_error_types` (bad config, broker down, port taken ...): their own
+      message, folded onto one line; it says what happened and what to do;
+    * anything else is a bug: one line naming the exception, and its traceback only with
+      ``--log-level DEBUG`` (printed before that line), which the line suggests.
+
+    Ctrl-C exits 130 without output; argparse's usage errors keep their exit code 2.
+    """
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -83,7 +122,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except user_error_types() as exc:
-        print(f"mirrorline: error: {exc}", file=sys.stderr)
+        print(f"mirrorline: error: {one_line(exc)}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # noqa: BLE001 - a bug: still one line, the traceback on request
+        debug = args.log_level == "DEBUG"
+        if debug:
+            traceback.print_exc()
+        detail = f": {one_line(exc)}" if str(exc).strip() else ""
+        hint = "" if debug else " (run with --log-level DEBUG for the traceback)"
+        print(f"mirrorline: error: unexpected {exc.__class__.__name__}{detail}{hint}", file=sys.stderr)
         return 1
 
 

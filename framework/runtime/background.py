@@ -27,8 +27,15 @@ class BackgroundTasks:
     def _done(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            log.error("Background task %s crashed; it is not restarted", task.get_name(),
-                      exc_info=task.exception())
+            log.error("Background task %s crashed: %r. Its owner should have caught this; please report it "
+                      "with this trace", task.get_name(), task.exception(), exc_info=task.exception())
+
+    def cancel_all(self, except_current: bool = False) -> None:
+        """Cancel every task now without waiting (but the calling task itself if ``except_current``)."""
+        current = asyncio.current_task() if except_current else None
+        for task in list(self._tasks):
+            if task is not current:
+                task.cancel()
 
     async def close(self, timeout: float = 10.0) -> None:
         """Cancel every task and wait (up to ``timeout``) for them to finish."""

@@ -43,8 +43,15 @@ class WorkerConnectorContext(ConnectorContext):
 
 
 class WorkerSourceTaskContext(SourceTaskContext):
-    """A task's identity and its offset reader."""
+    """A task's identity, its offset reader, and the warnings shown in its status."""
 
-    def __init__(self, task_id: ConnectorTaskId, offsets: OffsetReader):
+    def __init__(self, task_id: ConnectorTaskId, offsets: OffsetReader, warnings: dict[str, str]):
         self.task_id = task_id
         self.offsets = offsets
+        self._warnings = warnings
+
+    def report_warning(self, message: str, key: str | None = None) -> None:
+        self._warnings[message if key is None else key] = message
+
+    def clear_warning(self, key: str) -> None:
+        self._warnings.pop(key, None)

@@ -7,7 +7,8 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from framework.api.errors import ConnectError
-from framework.runtime.process import kafka_cluster_id, load_plugins, parse_listener, serve, worker_id_for
+from framework.runtime.process import (check_listener_free, kafka_cluster_id, load_plugins, parse_listener,
+                                       rest_security, serve, worker_id_for)
 from framework.runtime.standalone import StandaloneHerder
 from framework.runtime.worker_config import WORKER_CONFIG_DEF
 from framework.storage import FileOffsetStore, MemoryConfigStore, MemoryOffsetStore, MemoryStatusStore
@@ -21,6 +22,8 @@ async def run_standalone(worker_raw: dict[str, str], connector_configs: list[dic
     """Run a standalone worker until stopped; connector configs are created (or replaced) at start."""
     worker_config = WORKER_CONFIG_DEF.parse(worker_raw)
     listener = parse_listener(worker_config["listeners"])
+    check_listener_free(listener)
+    auth, ssl_context = rest_security(worker_config, listener)
     cluster_id = await kafka_cluster_id(worker_config)
     offsets_file = worker_config["offset.storage.file.filename"]
     offset_store = FileOffsetStore(offsets_file) if offsets_file else MemoryOffsetStore()
@@ -47,4 +50,5 @@ async def run_standalone(worker_raw: dict[str, str], connector_configs: list[dic
         herder.worker.worker_id = worker_id_for(listener, worker_config["rest.advertised.host.name"], port)
         await started(url)
 
-    await serve(herder, listener, on_started=on_started_with_id, stop_event=stop_event)
+    await serve(herder, listener, on_started=on_started_with_id, stop_event=stop_event, auth=auth,
+                ssl_context=ssl_context)

@@ -14,8 +14,11 @@ and is compacted. Records, string keys and schemaless JSON values, as Java Conne
   written ``state=PAUSED, state.v2=STOPPED`` so that workers predating STOPPED read PAUSED;
   ``state.v2`` wins when present; null means "never set" (STARTED).
 
-Other record types (``restart-connector-*``, ``session-key``, ``tasks-fencing-*``,
-``logger-cluster-*``) are skipped. Records that cannot be parsed are logged and skipped.
+- ``session-key`` -> ``{"key": <base64>, "algorithm": "HmacSHA256", "creation-timestamp": <ms>}``:
+  the key that signs REST requests forwarded between workers (KIP-507), written by the leader;
+  the store keeps the latest and the one before it (requests signed during a rotation verify).
+
+Other record types (``restart-connector-*``, ``tasks-fencing-*``, ``logger-cluster-*``) are skipped. Records that cannot be parsed are logged and skipped.
 
 ``put_*`` and ``remove_connector`` write, then read the topic to its end, so the change is
 visible on return. The ``listener`` is called with ``(kind, connector)`` - kind ``"connector"``
@@ -31,9 +34,14 @@ Topic settings (worker config): ``config.storage.topic``, ``config.storage.repli
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import logging
+import secrets
+import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import ConsumerRecord
@@ -49,6 +57,29 @@ CONNECTOR_PREFIX = "connector-"
 TASK_PREFIX = "task-"
 COMMIT_PREFIX = "commit-"
 TARGET_STATE_PREFIX = "target-state-"
+SESSION_KEY_KEY = "session-key"
+
+
+@dataclass(frozen=True)
+class SessionKey:
+    """The cluster's key for signing forwarded REST requests, as Connect's ``session-key`` record holds it."""
+
+    key: bytes
+    algorithm: str
+    created_ms: int
+
+    def __repr__(self) -> str:
+        return f"SessionKey(algorithm={self.algorithm!r}, created_ms={self.created_ms})"
+
+    @classmethod
+    def generate(cls, size_bytes: int = 32) -> SessionKey:
+        """A new random HmacSHA256 key (256 bits, Connect's default size)."""
+        return cls(secrets.token_bytes(size_bytes), "HmacSHA256", int(time.time() * 1000))
+
+    def record_value(self) -> dict[str, Any]:
+        """The ``session-key`` record value."""
+        return {"key": base64.b64encode(self.key).decode("ascii"), "algorithm": self.algorithm,
+                "creation-timestamp": self.created_ms}
 
 
 def _encode(value: Any) -> bytes | None:
@@ -75,6 +106,8 @@ class KafkaConfigStore(LogBackedStore, ConfigStore):
         self._deferred: dict[str, dict[int, dict[str, str]]] = {}
         self._inconsistent: set[str] = set()
         self._states: dict[str, TargetState] = {}
+        self._session_key: SessionKey | None = None
+        self._previous_session_key: SessionKey | None = None
         self._offset = -1
         self._started = False
         self.log = KafkaBasedLog(topic, client_props, self._on_record, partitions=1,
@@ -95,6 +128,10 @@ class KafkaConfigStore(LogBackedStore, ConfigStore):
     def inconsistent(self) -> set[str]:
         """Connectors whose last task-config commit did not find all its task records."""
         return set(self._inconsistent)
+
+    async def read_to_end(self) -> None:
+        """Read the config topic up to its current end (every record written before this call)."""
+        await self.log.read_to_end()
 
     async def start(self) -> None:
         await super().start()
@@ -121,6 +158,15 @@ class KafkaConfigStore(LogBackedStore, ConfigStore):
     def target_state(self, connector):
         return self._states.get(connector, TargetState.STARTED)
 
+    @property
+    def session_key(self) -> SessionKey | None:
+        """The latest session key read from the topic (None before the leader wrote one)."""
+        return self._session_key
+
+    def session_keys(self) -> list[bytes]:
+        """The keys a forwarded request may be signed with: the latest and the one before it."""
+        return [k.key for k in (self._session_key, self._previous_session_key) if k is not None]
+
     # --- writes -------------------------------------------------------------------------
 
     async def put_connector(self, connector, config):
@@ -138,6 +184,10 @@ class KafkaConfigStore(LogBackedStore, ConfigStore):
 
     async def put_target_state(self, connector, state):
         await self._write([(TARGET_STATE_PREFIX + connector, target_state_value(state))])
+
+    async def put_session_key(self, key: SessionKey) -> None:
+        """Write a new session key (the leader's job); visible in :attr:`session_key` on return."""
+        await self._write([(SESSION_KEY_KEY, key.record_value())])
 
     async def _write(self, records: list[tuple[str, Any]]) -> None:
         await self.log.send_batch([(key.encode("utf-8"), _encode(value)) for key, value in records])
@@ -165,6 +215,8 @@ class KafkaConfigStore(LogBackedStore, ConfigStore):
             self._on_task(key, value)
         elif key.startswith(COMMIT_PREFIX):
             self._on_commit(key[len(COMMIT_PREFIX):], value)
+        elif key == SESSION_KEY_KEY:
+            self._on_session_key(value)
         else:
             log.debug("config topic %s: skipping record %r", record.topic, key)
 
@@ -227,6 +279,19 @@ class KafkaConfigStore(LogBackedStore, ConfigStore):
                 log.error("config topic: skipping unknown target state %r of connector %r", name, connector)
                 return
         self._notify("target_state", connector)
+
+    def _on_session_key(self, value: dict | None) -> None:
+        if value is None:
+            return
+        try:
+            key = SessionKey(base64.b64decode(value["key"], validate=True), str(value["algorithm"]),
+                             int(value["creation-timestamp"]))
+        except (KeyError, TypeError, ValueError, binascii.Error) as exc:
+            log.error("config topic: skipping session key record that cannot be read: %r", exc)
+            return
+        if self._session_key is not None and key.key != self._session_key.key:
+            self._previous_session_key = self._session_key
+        self._session_key = key
 
     def _notify(self, kind: str, connector: str) -> None:
         if self._started and self.listener is not None:

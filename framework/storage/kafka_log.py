@@ -39,13 +39,14 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import for_code
 from aiokafka.structs import RecordMetadata
 
 from framework.api.kafka_clients import client_kwargs
+from framework.api.producer import RecordProducer
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ class KafkaBasedLog:
         self.partitions = partitions
         self.replication_factor = replication_factor
         self.topic_config = {**{k: str(v) for k, v in (topic_config or {}).items()}, "cleanup.policy": "compact"}
-        self._producer: AIOKafkaProducer | None = None
+        self._producer: RecordProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._tps: list[TopicPartition] = []
         self._positions: dict[TopicPartition, int] = {}
@@ -89,7 +90,8 @@ class KafkaBasedLog:
         producer_kwargs.update(acks="all", enable_idempotence=True)
         producer_kwargs.pop("transactional_id", None)
         consumer_kwargs.update(group_id=None, enable_auto_commit=False, auto_offset_reset="earliest")
-        self._producer = AIOKafkaProducer(**producer_kwargs)
+        # RecordProducer: waits for partitions it does not know yet, and takes max.block.ms
+        self._producer = RecordProducer(**producer_kwargs)
         self._consumer = AIOKafkaConsumer(**consumer_kwargs)
         try:
             await self._producer.start()

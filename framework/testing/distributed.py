@@ -60,6 +60,8 @@ class WorkerCluster:
     directory: Path
     settings: dict[str, str] = field(default_factory=dict)
     workers: list[WorkerProcess] = field(default_factory=list)
+    #: Extra environment of the worker processes (e.g. ``KAFKA_OPTS`` naming a JAAS file).
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def status_topic(self) -> str:
@@ -90,7 +92,7 @@ class WorkerCluster:
         handle = open(worker.log, "a")
         worker.proc = subprocess.Popen([sys.executable, "-m", "framework.cli.main", "distributed",
                                         str(worker.properties)], stdout=handle, stderr=subprocess.STDOUT,
-                                       env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                       env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
         handle.close()
 
     def stop(self, worker: WorkerProcess, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int | None:

@@ -24,7 +24,7 @@ def _free_base_port(count: int) -> int:
     """A base port such that ``count`` clusters (broker+controller each) find their ports free."""
     rng = random.Random(os.getpid())
     for _ in range(200):
-        base = rng.randrange(20000, 40000, 2)
+        base = rng.randrange(20000, 32000, 2)  # below Linux's ephemeral range (32768+)
         ports = [base + i * PORT_STRIDE + j for i in range(count) for j in (0, 1)]
         if all(port_is_free(p) for p in ports):
             return base
@@ -34,7 +34,7 @@ def _free_base_port(count: int) -> int:
 @pytest.fixture(scope="session")
 def local_kafka(tmp_path_factory) -> LocalKafka:
     """The LocalKafka manager owning this test session's clusters."""
-    manager = LocalKafka(tmp_path_factory.mktemp("local-kafka"), _free_base_port(4))
+    manager = LocalKafka(tmp_path_factory.mktemp("local-kafka"), _free_base_port(12))  # room for the clusters modules add
     yield manager
     manager.stop()
 
@@ -71,7 +71,11 @@ def unique_name(request):
 
 @pytest.fixture
 def make_topic(unique_name):
-    """``await make_topic(cluster, partitions=3, prefix="t", config={})`` creates a fresh topic."""
+    """``await make_topic(cluster, partitions=3, prefix="t", config={})`` creates a fresh topic.
+
+    Records with fixed old timestamps need ``config=KEEP_OLD_RECORDS`` (framework.testing.kafka):
+    the brokers run with Kafka's default 7-day time retention.
+    """
     from framework.testing.kafka import create_topic
 
     async def make(cluster, partitions: int = 1, prefix: str = "t", config: dict | None = None) -> str:

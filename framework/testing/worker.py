@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,7 +15,11 @@ import aiohttp
 @contextlib.asynccontextmanager
 async def running_standalone(worker_config: dict[str, str], connectors: list[dict[str, str]] = (),
                              timeout: float = 60.0) -> AsyncIterator[str]:
-    """Start ``mirrorline standalone`` in-process; yields the REST base URL; stops it gracefully on exit."""
+    """Start ``mirrorline standalone`` in-process; yields the REST base URL; stops it gracefully on exit.
+
+    With ``"listeners": "https://127.0.0.1:0"`` (and the ``listeners.https.ssl.*`` settings) the
+    URL is an https one.
+    """
     from framework.runtime.standalone_process import run_standalone
 
     stop = asyncio.Event()
@@ -38,11 +44,20 @@ async def running_standalone(worker_config: dict[str, str], connectors: list[dic
 
 
 class Rest:
-    """A tiny Kafka Connect REST client for tests: returns (status, JSON body or None)."""
+    """A tiny Kafka Connect REST client for tests: returns (status, JSON body or None).
 
-    def __init__(self, base_url: str):
+    ``auth`` is a ``(user, password)`` pair sent as HTTP Basic credentials; ``ssl_context`` is
+    used for https URLs (e.g. one trusting the test CA, with a client certificate loaded).
+    """
+
+    def __init__(self, base_url: str, *, auth: tuple[str, str] | None = None,
+                 ssl_context: ssl.SSLContext | None = None):
         self.base_url = base_url.rstrip("/")
-        self._session = aiohttp.ClientSession()
+        headers = {}
+        if auth is not None:
+            headers["Authorization"] = "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+        connector = aiohttp.TCPConnector(ssl=ssl_context) if ssl_context is not None else None
+        self._session = aiohttp.ClientSession(headers=headers, connector=connector)
 
     async def close(self) -> None:
         """Close the HTTP session."""
@@ -54,13 +69,16 @@ class Rest:
     async def __aexit__(self, *exc) -> None:
         await self.close()
 
-    async def call(self, method: str, path: str, body: Any = None, raw: str | None = None) -> tuple[int, Any]:
-        """Send a request; ``raw`` sends a literal body (e.g. malformed JSON)."""
+    async def call(self, method: str, path: str, body: Any = None, raw: str | None = None,
+                   headers: dict[str, str] | None = None) -> tuple[int, Any]:
+        """Send a request; ``raw`` sends a literal body (e.g. malformed JSON); ``headers`` are added."""
         kwargs: dict[str, Any] = {}
         if raw is not None:
             kwargs = {"data": raw, "headers": {"Content-Type": "application/json"}}
         elif body is not None:
             kwargs = {"json": body}
+        if headers:
+            kwargs["headers"] = {**kwargs.get("headers", {}), **headers}
         async with self._session.request(method, self.base_url + path, **kwargs) as response:
             text = await response.text()
             try:

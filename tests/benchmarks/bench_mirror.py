@@ -54,6 +54,7 @@ warnings.filterwarnings("ignore", category=DeprecationWarning)
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
 
+from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
 from framework.localkafka.artifacts import KAFKA_VERSION, java_executable, resolve_kafka_classpath  # noqa: E402
 from framework.localkafka.manager import DEFAULT_BASE_PORT, PORT_STRIDE, LocalKafka  # noqa: E402
 from framework.testing.fixtures import _free_base_port  # noqa: E402
@@ -117,8 +118,9 @@ class Offsets:
     """End offsets of one topic's partitions on one cluster (ListOffsets via librdkafka)."""
 
     def __init__(self, bootstrap: str):
+        # polls the remote topic before the mirror creates it: that must not auto-create it (1 partition)
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
-                                  "enable.auto.commit": False})
+                                  "enable.auto.commit": False, "allow.auto.create.topics": False})
 
     def ends(self, topic: str, partitions: int) -> dict[int, int]:
         """``{partition: end offset}``; 0 for a partition (or topic) that does not exist yet."""
@@ -201,14 +203,7 @@ B.bootstrap.servers = {b}
 A->B.enabled = true
 A->B.topics = {topic}
 A->B.tasks.max = {tasks}
-replication.factor = 1
-offset-syncs.topic.replication.factor = 1
-checkpoints.topic.replication.factor = 1
-heartbeats.topic.replication.factor = 1
-config.storage.replication.factor = 1
-offset.storage.replication.factor = 1
-status.storage.replication.factor = 1
-"""
+{SINGLE_BROKER_MM2_PROPERTIES}"""
 
 
 def connector_config(a: str, b: str, topic: str, tasks: int) -> dict[str, str]:

@@ -12,7 +12,7 @@ from aiokafka.errors import GroupCoordinatorNotAvailableError
 from connectors.mirror_client.client import MirrorClient, reread_count
 from connectors.mirror_client.formats import Checkpoint
 from framework.api.kafka_admin import alter_consumer_group_offsets
-from framework.testing.kafka import create_topic, produce, read_all
+from framework.testing.kafka import commit_on, create_topic, produce, read_all
 from framework.testing.worker import Rest, running_standalone
 
 pytestmark = pytest.mark.integration
@@ -28,16 +28,6 @@ def checkpoint_config(flow_config, prefix: str, **overrides) -> dict[str, str]:
                            "sync.group.offsets.interval.seconds": 1, "refresh.groups.interval.seconds": 1,
                            "checkpoints.topic.replication.factor": 1, **overrides})
 
-
-async def commit_on(bootstrap: str, group: str, offsets: dict[TopicPartition, int]) -> None:
-    """Commit ``offsets`` for ``group`` the way a consumer does (assigned partitions, explicit offsets)."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        consumer.assign(list(offsets))
-        await consumer.commit(offsets)
-    finally:
-        await consumer.stop()
 
 
 async def group_offsets(bootstrap: str, group: str) -> dict[TopicPartition, int]:
@@ -66,7 +56,7 @@ async def wait_for_group(bootstrap, group, predicate, timeout=45.0):
 async def fill(cluster, topic: str) -> None:
     await create_topic(cluster.bootstrap_servers, topic, PARTITIONS)
     await produce(cluster.bootstrap_servers, topic, [
-        (p, f"{p}-{i}".encode(), f"value {p}-{i}".encode(), [("seq", str(i).encode())], 1_700_000_000_000 + i)
+        (p, f"{p}-{i}".encode(), f"value {p}-{i}".encode(), [("seq", str(i).encode())], None)
         for i in range(PER_PARTITION) for p in range(PARTITIONS)])
 
 

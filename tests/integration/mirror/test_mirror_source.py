@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from framework.testing.kafka import produce, read_all, record_tuples
+from framework.testing.kafka import KEEP_OLD_RECORDS, produce, read_all, record_tuples, topic_config
 from framework.testing.worker import Rest, all_running, running_standalone
 
 pytestmark = pytest.mark.integration
@@ -28,7 +28,9 @@ def keyed_records(partitions: int, count: int, seed: int):
 
 async def test_topics_are_mirrored_partition_by_partition_exactly(cluster_a, cluster_b, make_topic, flow_config,
                                                                   tmp_path, unique_name):
-    topics = [await make_topic(cluster_a, partitions=6, prefix="orders") for _ in range(3)]
+    # the records carry fixed 2023 timestamps, which the default 7-day retention would delete
+    topics = [await make_topic(cluster_a, partitions=6, prefix="orders", config=KEEP_OLD_RECORDS)
+              for _ in range(3)]
     sent = {}
     for n, topic in enumerate(topics):
         sent[topic] = keyed_records(6, 10_000, seed=n)
@@ -45,6 +47,8 @@ async def test_topics_are_mirrored_partition_by_partition_exactly(cluster_a, clu
             for partition in range(6):
                 expected = [(k, v, h, ts) for p, k, v, h, ts in sent[topic] if p == partition]
                 assert record_tuples(mirrored[partition]) == expected, f"A.{topic} partition {partition}"
+            # the remote topic copies the source's retention, so the old records are safe there too
+            assert await topic_config(cluster_b.bootstrap_servers, f"A.{topic}", "retention.ms") == "-1"
         status, metrics_text = await rest.call("GET", "/metrics")
         assert f'kafka_connect_mirror_source_connector_record_count_total{{partition="0",source="A",target="B",' \
                f'topic="A.{topics[0]}"}}' in metrics_text

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
 
 from framework.api.kafka_admin import incremental_alter_configs
-from framework.testing.kafka import create_topic, partitions_of, produce, read_all, record_tuples, topics_of
+from framework.testing.kafka import (
+    create_topic,
+    partitions_of,
+    produce,
+    read_all,
+    record_tuples,
+    topic_config,
+    topics_of,
+)
 from framework.testing.worker import Rest, all_running, running_standalone
 
 pytestmark = pytest.mark.integration
@@ -26,23 +35,10 @@ async def eventually(check, timeout: float = 30.0, interval: float = 0.5):
         await asyncio.sleep(interval)
 
 
-async def topic_config(bootstrap: str, topic: str, name: str) -> str | None:
-    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        [response] = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
-        for entry in response.resources[0][4]:
-            if entry[0] == name:
-                return entry[1]
-    finally:
-        await admin.close()
-    return None
-
-
 def records(partitions: int, count: int, start: int = 0):
-    return [(i % partitions, f"k{i}".encode(), f"v{i}".encode(), [("i", str(i).encode())], 1_700_000_000_000 + i)
+    # recent timestamps: these topics keep a finite retention.ms, which is what is mirrored here
+    base = int(time.time() * 1000) - 60_000
+    return [(i % partitions, f"k{i}".encode(), f"v{i}".encode(), [("i", str(i).encode())], base + i)
             for i in range(start, start + count)]
 
 
@@ -87,7 +83,7 @@ async def test_new_topics_partitions_and_configs_follow_the_source(cluster_a, cl
             await admin.close()
         await eventually(lambda: _has_partitions(cluster_b.bootstrap_servers, f"A.{first}", 4))
         await eventually(lambda: _config_is(cluster_b.bootstrap_servers, f"A.{first}", "retention.ms", "3600000"))
-        tail = [(3, b"k-new", b"v-new", [], 1_700_000_100_000)]
+        tail = [(3, b"k-new", b"v-new", [], int(time.time() * 1000))]
         await produce(cluster_a.bootstrap_servers, first, tail)
         grown = await read_all(cluster_b.bootstrap_servers, f"A.{first}", expect=21, timeout=30)
         assert record_tuples(grown[3]) == [(k, v, h, ts) for _, k, v, h, ts in tail]

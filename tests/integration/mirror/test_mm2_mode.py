@@ -13,8 +13,17 @@ import pytest
 
 from connectors.mirror_client.client import MirrorClient
 from connectors.mirror_client.formats import Heartbeat
+from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
 from framework.testing.distributed import overlaps, status_history
-from framework.testing.kafka import create_topic, produce, read_all, read_mirrored, record_tuples, topics_of
+from framework.testing.kafka import (
+    KEEP_OLD_RECORDS,
+    create_topic,
+    produce,
+    read_all,
+    read_mirrored,
+    record_tuples,
+    topics_of,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -29,14 +38,7 @@ B.bootstrap.servers = {cluster_b.bootstrap_servers}
 A->B.enabled = true
 A->B.topics = {topics}
 A->B.tasks.max = 2
-replication.factor = 1
-offset-syncs.topic.replication.factor = 1
-checkpoints.topic.replication.factor = 1
-heartbeats.topic.replication.factor = 1
-config.storage.replication.factor = 1
-offset.storage.replication.factor = 1
-status.storage.replication.factor = 1
-offset.storage.partitions = 5
+{SINGLE_BROKER_MM2_PROPERTIES}offset.storage.partitions = 5
 refresh.topics.interval.seconds = 2
 B.offset.flush.interval.ms = 500
 A.group.id = {state}-B-mm2
@@ -67,7 +69,7 @@ def stop(proc: subprocess.Popen, sig=signal.SIGTERM) -> int:
 async def test_mm2_properties_flow_mirrors_and_stops_cleanly(cluster_a, cluster_b, unique_name, tmp_path):
     prefix = unique_name("mm2")
     topic = f"{prefix}-orders"
-    await create_topic(cluster_a.bootstrap_servers, topic, 3)
+    await create_topic(cluster_a.bootstrap_servers, topic, 3, KEEP_OLD_RECORDS)  # records timestamped 2023
     sent = [(i % 3, f"k{i}".encode(), f"v{i}".encode(), [("n", str(i).encode())], 1_700_000_000_000 + i)
             for i in range(300)]
     await produce(cluster_a.bootstrap_servers, topic, sent)
