@@ -248,18 +248,36 @@ class LoadGenerator:
     def acknowledged(self) -> dict[int, list[bytes]]:
         """partition -> values the source acknowledged, in offset order (a :func:`tally`'s ``source``)."""
         with self._lock:
-            return {p: [v for _, v in sorted(records)] for p, records in self._acked.items()}
+            return {p: [v for _, v in _in_offset_order(records)] for p, records in self._acked.items()}
 
-    def acknowledged_offsets(self) -> dict[int, list[tuple[int, bytes]]]:
-        """partition -> ``(offset, value)`` of every acknowledged record, in offset order."""
+    def acknowledged_offsets(self) -> dict[int, list[tuple[int | None, bytes]]]:
+        """partition -> ``(offset, value)`` of every acknowledged record, in offset order.
+
+        The offset is None for a record the broker acknowledged as a duplicate of a retried send
+        (librdkafka reports no offset then); it keeps its place in delivery order.
+        """
         with self._lock:
-            return {p: sorted(records) for p, records in self._acked.items()}
+            return {p: _in_offset_order(records) for p, records in self._acked.items()}
 
     @property
     def count(self) -> int:
         """Records acknowledged so far."""
         with self._lock:
             return sum(len(r) for r in self._acked.values())
+
+
+def _in_offset_order(records: list[tuple[int | None, bytes]]) -> list[tuple[int | None, bytes]]:
+    """Delivery reports sorted by offset; one without an offset stays right after its predecessor.
+
+    An idempotent producer reports each partition's deliveries in order, so a record whose
+    offset is unknown (acknowledged as a duplicate after a retry) belongs where it was reported.
+    """
+    keyed, last = [], -1
+    for offset, value in records:
+        last = last if offset is None else offset
+        keyed.append((last, offset, value))
+    keyed.sort(key=lambda item: item[0])  # stable: equal keys keep delivery order
+    return [(offset, value) for _, offset, value in keyed]
 
 
 # -- reading -------------------------------------------------------------------------------
