@@ -5,8 +5,8 @@ from framework.api import hookimpl
 
 @hookimpl
 def register_commands():
-    """The ``mm2``, ``offsets`` and ``failover`` subcommands."""
+    """The ``mm2``, ``offsets``, ``failover`` and ``failback`` subcommands."""
     from connectors.mm2.command import MirrorMakerCommand
-    from connectors.mm2.failover import FailoverCommand, TranslateCommand
+    from connectors.mm2.failover import FailbackCommand, FailoverCommand, TranslateCommand
 
-    return [MirrorMakerCommand(), TranslateCommand(), FailoverCommand()]
+    return [MirrorMakerCommand(), TranslateCommand(), FailoverCommand(), FailbackCommand()]

@@ -5,7 +5,9 @@ work when the source cluster is gone. With ``--source-bootstrap`` they also coun
 how many records the group would read again after switching (see
 :func:`connectors.mirror_client.client.reread_count`).
 
-``failover`` commits the translated offsets to the same group on the target. It refuses while
+``failover --group`` commits the translated offsets to the same group on the target
+(``failover MM2_PROPERTIES --flow A->B`` and ``failback`` move whole flows: see
+:mod:`connectors.mm2.flow_failover`). It refuses while
 the group has active members there (the broker would refuse too) and never moves a partition
 backwards unless ``--allow-backwards``; ``--dry-run`` shows the change without making it.
 """
@@ -29,6 +31,7 @@ from framework.api.kafka_clients import client_kwargs
 from connectors.mirror_client.client import MirrorClient, reread_count
 from connectors.mirror_client.clients import quiet_client_logs
 from connectors.mirror_client.formats import Checkpoint
+from connectors.mm2.flow_failover import add_flow_arguments, run_failback, run_failover
 
 
 @dataclass
@@ -46,10 +49,10 @@ class PartitionPlan:
         return self.current is not None and self.checkpoint.downstream_offset < self.current
 
 
-def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--group", required=True, help="consumer group to translate")
-    parser.add_argument("--source", required=True, help="alias of the cluster the group ran on (e.g. A)")
-    parser.add_argument("--target-bootstrap", required=True, help="bootstrap.servers of the target cluster")
+def _add_common(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    parser.add_argument("--group", required=required, help="consumer group to translate")
+    parser.add_argument("--source", required=required, help="alias of the cluster the group ran on (e.g. A)")
+    parser.add_argument("--target-bootstrap", required=required, help="bootstrap.servers of the target cluster")
     parser.add_argument("--target-config", help="client settings for the target (.properties/.yaml): security, "
                                                 "replication.policy.* ...")
     parser.add_argument("--source-bootstrap", help="bootstrap.servers of the source, to count re-reads exactly")
@@ -142,22 +145,34 @@ class TranslateCommand(Command):
 
 
 class FailoverCommand(Command):
-    """``mirrorline failover``: commit a group's translated offsets on the target cluster."""
+    """``mirrorline failover``: move consumer groups to the target cluster.
+
+    ``mirrorline failover MM2_PROPERTIES --flow A->B`` moves every selected group of a flow
+    (:mod:`connectors.mm2.flow_failover`); ``mirrorline failover --group G --source A
+    --target-bootstrap ...`` moves one group without an mm2.properties.
+    """
 
     name = "failover"
-    help = "commit a consumer group's translated offsets on the target cluster"
+    help = "move consumer groups to the target cluster: a whole flow (MM2_PROPERTIES --flow A->B) or one --group"
 
     def configure_parser(self, parser: argparse.ArgumentParser) -> None:
-        _add_common(parser)
-        parser.add_argument("--dry-run", action="store_true", help="show the change without committing it")
-        parser.add_argument("--force", action="store_true",
-                            help="try even if the group has active members on the target (the broker may refuse)")
-        parser.add_argument("--allow-backwards", action="store_true",
-                            help="also move partitions whose current offset on the target is further ahead")
+        parser.add_argument("mm2_properties", nargs="?", metavar="MM2_PROPERTIES",
+                            help="mm2.properties of the flows: fail over a whole flow (with --flow)")
+        add_flow_arguments(parser)
+        group = parser.add_argument_group("one group, without an mm2.properties")
+        _add_common(group, required=False)
 
     async def run(self, args: argparse.Namespace, launcher: WorkerLauncher) -> int:
         with quiet_client_logs():
+            if args.mm2_properties:
+                return await run_failover(args, launcher)
+            missing = [option for option, value in (("--group", args.group), ("--source", args.source),
+                                                    ("--target-bootstrap", args.target_bootstrap)) if not value]
+            if missing:
+                raise ConnectError(f"give an mm2.properties and --flow A->B to fail over a whole flow, or "
+                                   f"{', '.join(missing)} to fail over one group")
             return await self._failover(args)
+
 
     async def _failover(self, args: argparse.Namespace) -> int:
         plans, state = await plan(args)
@@ -184,3 +199,18 @@ class FailoverCommand(Command):
                 await admin.close()
         print(f"committed {len(changes)} offset(s) for group {args.group} on the target")
         return 0
+
+
+class FailbackCommand(Command):
+    """``mirrorline failback MM2_PROPERTIES --flow A->B``: move a failed-over flow's groups back to A."""
+
+    name = "failback"
+    help = "after a failover of A->B, move the groups back to A once B->A has copied B's new records"
+
+    def configure_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("mm2_properties", metavar="MM2_PROPERTIES", help="mm2.properties of the flows")
+        add_flow_arguments(parser, failback=True)
+
+    async def run(self, args: argparse.Namespace, launcher: WorkerLauncher) -> int:
+        with quiet_client_logs():
+            return await run_failback(args, launcher)

@@ -59,6 +59,21 @@ class WorkerLauncher(ABC):
         """
 
 
+    async def set_connector_state(self, worker: WorkerSpec, connector: str, state: str) -> bool:
+        """Stop (``"STOPPED"``) or resume (``"STARTED"``) a connector of a distributed worker cluster.
+
+        ``worker`` describes the cluster (its ``worker_config`` names the config topic and how to
+        reach it); no worker is started. The change is written to the config topic as
+        ``PUT /connectors/{name}/stop`` or ``/resume`` would write it, so the running workers
+        apply it, and workers started later keep it. Returns False when the connector was
+        already in that state. Raises a :class:`~framework.api.errors.NotFoundError` when the
+        cluster has no such connector, and ConnectError when the cluster cannot be reached.
+
+        API addition (failover tools): launchers that predate it raise NotImplementedError.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot change connector states")
+
+
 class Command(ABC):
     """A ``mirrorline`` subcommand contributed by a plugin."""
 

@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 
+from framework.api.errors import NotFoundError
 from framework.api.launcher import WorkerLauncher, WorkerSpec
 from framework.plugins import PluginRegistry
 from framework.runtime.abstract_herder import validate_or_raise
@@ -24,6 +25,8 @@ from framework.runtime.distributed.herder import DistributedHerder
 from framework.runtime.herder import Herder
 from framework.runtime.standalone import StandaloneHerder
 from framework.runtime.worker_config import DISTRIBUTED_CONFIG_DEF, WORKER_CONFIG_DEF
+from framework.storage.configs import TargetState
+from framework.storage.kafka_configs import KafkaConfigStore
 from framework.storage import FileOffsetStore, MemoryConfigStore, MemoryOffsetStore, MemoryStatusStore
 
 log = logging.getLogger(__name__)
@@ -65,6 +68,30 @@ class ProcessLauncher(WorkerLauncher):
                 finally:  # answers liveness probes until the workers have stored their offsets
                     if server is not None:
                         await server.stop()
+
+    async def set_connector_state(self, worker: WorkerSpec, connector: str, state: str) -> bool:
+        if state not in (TargetState.STOPPED.value, TargetState.STARTED.value):
+            raise ValueError(f"state must be STOPPED or STARTED, not {state!r}")
+        config = DISTRIBUTED_CONFIG_DEF.parse(worker.worker_config)
+        await kafka_cluster_id(config)  # a clear error when the cluster is down
+        raw = {k: str(v) for k, v in worker.worker_config.items()}
+        raw["config.storage.replication.factor"] = str(config["config.storage.replication.factor"])
+        store = KafkaConfigStore.from_config(raw)
+        await store.start()
+        try:
+            if connector not in store.connectors():
+                raise NotFoundError(f"worker cluster {worker.worker_id} (config topic {store.topic}) has no "
+                                    f"connector {connector}: has this flow ever run?")
+            target = TargetState(state)
+            if store.target_state(connector) == target:
+                return False
+            await store.put_target_state(connector, target)
+            if target is TargetState.STOPPED:  # as PUT /connectors/{name}/stop: no task configs either
+                await store.put_task_configs(connector, [])
+            log.info("Connector %s of worker cluster %s is now %s", connector, worker.worker_id, state)
+            return True
+        finally:
+            await store.stop()
 
     async def _start(self, spec: WorkerSpec) -> Herder:
         if spec.distributed:

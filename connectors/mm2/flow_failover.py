@@ -1,0 +1,339 @@
+"""``mirrorline failover MM2_PROPERTIES --flow A->B`` and ``mirrorline failback``: whole-flow moves.
+
+Failover moves every selected consumer group of a flow from its source A to its target B in one
+command. Before acting it prints the plan: the recovery point (per topic, the records and
+seconds of data A holds that B does not; "unknown" when A is down), each group's translated
+positions and expected re-reads, and the numbered steps. Then it carries the steps out:
+
+1. with ``--stop-flow``: stop the flow's MirrorSource and MirrorCheckpoint connectors (their
+   target state in the flow's config topic on B, as ``PUT /connectors/{name}/stop`` would), so
+   nothing more is copied into B and no checkpoint sync touches the groups;
+2. commit each group's translated offsets on B: from MM2's checkpoints, or with ``--exact``
+   (A reachable) at the copy of each group's next unread record, found by content — 0 re-reads;
+3. with ``--start-reverse-flow``: resume the B->A connectors (for the failback later).
+
+Failback reverses it once A is back: B->A must have copied B's new records to A (it waits up
+to ``--wait-seconds`` for the B->A recovery point to reach 0 records, and refuses otherwise
+unless ``--force``); then every selected group on B is placed on A exactly, by content: a
+position on a remote topic (``A.orders`` on B) goes back to the original (``orders`` on A),
+a position on a topic of B's goes to its copy on A (``B.results``). ``--stop-reverse-flow``
+and ``--resume-flow`` stop B->A and resume A->B.
+
+Groups active on the destination are refused (nothing is committed) unless ``--force``; a
+partition is never moved backwards unless ``--allow-backwards``. Every step is idempotent, so
+a run interrupted midway is finished by running the same command again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+
+from aiokafka import TopicPartition
+
+from framework.api import ConnectError, WorkerLauncher, WorkerSpec
+from framework.api.configfile import load_config_file
+from framework.api.kafka_admin import alter_consumer_group_offsets, describe_consumer_group_state
+
+from connectors.mirror_client.client import reread_count
+from connectors.mirror_client.filters import TopicFilter
+from connectors.mirror_client.mm2_config import CHECKPOINT_CONNECTOR, SOURCE_CONNECTOR, MirrorMakerConfig
+
+from .flow_clients import FlowEnds, Side, parse_flow
+from .flow_plan import (
+    FlowPlan,
+    GroupMove,
+    PartitionMove,
+    checkpoints_by_group,
+    committed,
+    consumer_groups,
+    exact_move,
+    format_plan,
+    group_pattern,
+    measure_rpo,
+    mirrored_topics,
+    partition_counts,
+)
+
+#: Connectors a stopped flow no longer runs (its heartbeats keep going).
+FLOW_DATA_CONNECTORS = (SOURCE_CONNECTOR, CHECKPOINT_CONNECTOR)
+
+
+def add_flow_arguments(parser: argparse.ArgumentParser, *, failback: bool = False) -> None:
+    """The options shared by ``failover MM2_PROPERTIES`` and ``failback``."""
+    parser.add_argument("--flow", help="the replication flow, SOURCE->TARGET (e.g. A->B)")
+    parser.add_argument("--groups", default=".*", help="regex of the consumer groups to move (default: all)")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
+    parser.add_argument("--force", action="store_true",
+                        help="go on even with groups active on the destination" +
+                             (" or records the reverse flow has not copied yet" if failback else ""))
+    parser.add_argument("--allow-backwards", action="store_true",
+                        help="also move partitions whose current offset on the destination is further ahead")
+    if failback:
+        parser.add_argument("--wait-seconds", type=float, default=60.0,
+                            help="how long to wait for the reverse flow to copy B's records to A (default 60)")
+        parser.add_argument("--stop-reverse-flow", action="store_true",
+                            help="stop the reverse flow's MirrorSource and MirrorCheckpoint connectors first")
+        parser.add_argument("--resume-flow", action="store_true",
+                            help="resume the original flow's connectors at the end")
+    else:
+        parser.add_argument("--exact", action="store_true",
+                            help="place groups at the copy of their next unread record (needs the source "
+                                 "cluster): 0 re-reads, where MM2's checkpoints re-read up to offset.lag.max")
+        parser.add_argument("--stop-flow", action="store_true",
+                            help="stop the flow's MirrorSource and MirrorCheckpoint connectors first")
+        parser.add_argument("--start-reverse-flow", action="store_true",
+                            help="resume the reverse flow's connectors at the end (it must have run before)")
+
+
+def load(args: argparse.Namespace) -> tuple[MirrorMakerConfig, str, str]:
+    """The mm2.properties and the flow's (source, target) aliases; ConfigError naming the file otherwise."""
+    if not args.flow:
+        raise ConnectError("--flow SOURCE->TARGET is required with an mm2.properties file (e.g. --flow A->B)")
+    group_pattern(args.groups)  # a bad regex is reported before any cluster is contacted
+    config = MirrorMakerConfig(load_config_file(args.mm2_properties))
+    source, target = parse_flow(config, args.flow)
+    return config, source, target
+
+
+# --------------------------------------------------------------------------- failover
+
+
+async def plan_failover(args: argparse.Namespace, config: MirrorMakerConfig, ends: FlowEnds) -> FlowPlan:
+    """The failover plan of flow ``ends.source_alias -> ends.target_alias``."""
+    pattern = group_pattern(args.groups)
+    source, target = ends.source, ends.target
+    assert target is not None
+    policy = ends.policy
+    target_topics = await partition_counts(target)
+    if source is None:
+        rpo, note = None, f"cluster {ends.source_alias} is unreachable ({ends.unreachable.get('source')})"
+    else:
+        source_topics = await partition_counts(source)
+        pairs = mirrored_topics(policy, TopicFilter(ends.originals), ends.source_alias, ends.target_alias,
+                                source_topics, target_topics)
+        rpo, note = await measure_rpo(source, target, pairs, source_topics, target_topics), ""
+    if args.exact and source is None:
+        raise ConnectError(f"--exact needs cluster {ends.source_alias} to answer: {note}; run without --exact "
+                           f"to move the groups with MM2's checkpoints")
+    checkpoints_topic = policy.checkpoints_topic(ends.source_alias)
+    all_checkpoints = (await checkpoints_by_group(target, checkpoints_topic)
+                       if checkpoints_topic in target_topics else {})
+    groups = []
+    for group in sorted(g for g in all_checkpoints if pattern.fullmatch(g)):
+        move = GroupMove(group, await describe_consumer_group_state(target.admin, group))
+        current = await committed(target, group)
+        on_source = await committed(source, group) if source is not None else {}
+        for tp, checkpoint in all_checkpoints[group].items():
+            upstream = policy.upstream_topic(tp.topic) if policy.topic_source(tp.topic) == ends.source_alias else None
+            origin = TopicPartition(upstream, tp.partition) if upstream else None
+            part = PartitionMove(tp, origin, checkpoint.upstream_offset, checkpoint.downstream_offset,
+                                 current.get(tp), checkpoint.metadata)
+            if source is not None and origin is not None:
+                await _place_exactly(part, source, target, on_source.get(origin, checkpoint.upstream_offset),
+                                     use=args.exact)
+            move.partitions.append(part)
+        groups.append(move)
+    plan = FlowPlan("Failover", ends.source_alias, ends.target_alias, rpo, note, groups)
+    if args.stop_flow:
+        plan.steps.append(f"stop connectors {', '.join(FLOW_DATA_CONNECTORS)} of flow "
+                          f"{ends.source_alias}->{ends.target_alias}")
+    plan.steps.extend(_commit_steps(groups, ends.target_alias, args.allow_backwards))
+    if args.start_reverse_flow:
+        plan.steps.append(f"resume connectors {', '.join(FLOW_DATA_CONNECTORS)} of flow "
+                          f"{ends.target_alias}->{ends.source_alias}")
+    return plan
+
+
+async def _place_exactly(part: PartitionMove, origin: Side, destination: Side, origin_position: int,
+                         *, use: bool) -> None:
+    """Fill in the exact position (and the checkpoint's re-reads against it); commit it when ``use``."""
+    exact, missing, reason = await exact_move(origin, part.origin, origin_position, destination, part.destination)
+    part.missing = missing
+    if exact is None:
+        if use:
+            part.note = f"exact position unknown ({reason}); MM2 checkpoint used"
+        part.rereads = await _checkpoint_rereads(part, origin, destination)
+        return
+    if use:
+        part.origin_position, part.position, part.how, part.rereads = origin_position, exact, "exact", 0
+    else:
+        part.rereads = max(0, exact - part.position) if part.position is not None else None
+        if part.position is not None and part.position > exact:
+            part.note = f"skips {part.position - exact} record(s)"
+
+
+async def _checkpoint_rereads(part: PartitionMove, origin: Side, destination: Side) -> int | None:
+    if part.origin is None or part.position is None or part.origin_position is None:
+        return None
+    return await reread_count(origin.consumer, part.origin, part.origin_position, destination.consumer,
+                              part.destination, part.position)
+
+
+def _commit_steps(groups: list[GroupMove], destination: str, allow_backwards: bool) -> list[str]:
+    steps = []
+    for move in groups:
+        changes = move.changes(allow_backwards)
+        kept = [p for p in move.partitions if p.backwards and not allow_backwards]
+        text = f"commit {len(changes)} offset(s) of group {move.group} on {destination}"
+        if not changes:
+            text = f"group {move.group}: nothing to commit on {destination} (already in place)"
+        if kept:
+            text += f"; keep {len(kept)} partition(s) that are further ahead (--allow-backwards moves them)"
+        steps.append(text)
+    return steps
+
+
+# --------------------------------------------------------------------------- failback
+
+
+async def plan_failback(args: argparse.Namespace, config: MirrorMakerConfig, ends: FlowEnds,
+                        reverse: FlowEnds) -> FlowPlan:
+    """The failback plan: groups on the flow's target go back to its source.
+
+    ``ends`` is the original flow A->B and ``reverse`` is B->A (its source is B).
+    """
+    pattern = group_pattern(args.groups)
+    a, b = ends.source, ends.target
+    assert a is not None and b is not None
+    policy = ends.policy
+    a_topics, b_topics = await partition_counts(a), await partition_counts(b)
+    reverse_policy = reverse.policy
+    pairs = mirrored_topics(reverse_policy, TopicFilter(reverse.originals), reverse.source_alias,
+                            reverse.target_alias, b_topics, a_topics)
+    rpo = await _wait_for_reverse_copy(b, a, pairs, b_topics, args.wait_seconds)
+    groups = []
+    for group in [g for g in await consumer_groups(b) if pattern.fullmatch(g)]:
+        on_b = await committed(b, group)
+        if not on_b:
+            continue
+        move = GroupMove(group, await describe_consumer_group_state(a.admin, group))
+        on_a = await committed(a, group)
+        for tp, position in sorted(on_b.items()):
+            if policy.topic_source(tp.topic) == ends.source_alias:
+                destination = TopicPartition(policy.upstream_topic(tp.topic), tp.partition)
+            elif any(topic == tp.topic for topic, _ in pairs):
+                destination = TopicPartition(reverse_policy.format_remote_topic(reverse.source_alias, tp.topic),
+                                             tp.partition)
+            else:
+                continue  # a topic B does not copy to A: nothing to place there
+            if a_topics.get(destination.topic, 0) <= destination.partition:
+                continue
+            part = PartitionMove(destination, tp, position, None, on_a.get(destination), how="exact")
+            exact, missing, reason = await exact_move(b, tp, position, a, destination)
+            part.position, part.missing = exact, missing
+            part.rereads = 0 if exact is not None else None
+            if exact is None:
+                part.note = f"cannot be placed: {reason}"
+            move.partitions.append(part)
+        if move.partitions:
+            groups.append(move)
+    plan = FlowPlan("Failback", ends.target_alias, ends.source_alias, rpo, "", groups)
+    if args.stop_reverse_flow:
+        plan.steps.append(f"stop connectors {', '.join(FLOW_DATA_CONNECTORS)} of flow "
+                          f"{reverse.source_alias}->{reverse.target_alias}")
+    plan.steps.extend(_commit_steps(groups, ends.source_alias, args.allow_backwards))
+    if args.resume_flow:
+        plan.steps.append(f"resume connectors {', '.join(FLOW_DATA_CONNECTORS)} of flow "
+                          f"{ends.source_alias}->{ends.target_alias}")
+    return plan
+
+
+async def _wait_for_reverse_copy(b: Side, a: Side, pairs, b_topics, wait_seconds: float):
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        a_topics = await partition_counts(a)
+        rpo = await measure_rpo(b, a, pairs, b_topics, a_topics)
+        missing = [t.missing for t in rpo]
+        if all(m == 0 for m in missing) or time.monotonic() >= deadline:
+            return rpo
+        await asyncio.sleep(2.0)
+
+
+# --------------------------------------------------------------------------- carrying it out
+
+
+async def commit_groups(plan: FlowPlan, destination: Side, allow_backwards: bool) -> None:
+    """Commit every group's planned offsets on the destination, printing what each step did."""
+    for move in plan.groups:
+        changes = move.changes(allow_backwards)
+        if not changes:
+            print(f"group {move.group}: unchanged on {plan.destination}")
+            continue
+        await alter_consumer_group_offsets(destination.admin, move.group, changes)
+        print(f"committed {len(changes)} offset(s) for group {move.group} on {plan.destination}")
+
+
+def refuse_active(plan: FlowPlan, force: bool) -> None:
+    """ConnectError listing the groups active on the destination, unless ``force``."""
+    active = [f"{m.group} ({m.state})" for m in plan.groups if m.active]
+    if active and not force:
+        raise ConnectError(f"group(s) active on {plan.destination}: {', '.join(active)}; stop their consumers "
+                           f"there first (or pass --force); nothing was changed")
+    unplaced = [f"{m.group} {p.destination.topic}-{p.destination.partition}" for m in plan.groups
+                for p in m.partitions if p.position is None]
+    if unplaced and not force:
+        raise ConnectError(f"{len(unplaced)} partition(s) cannot be placed on {plan.destination} "
+                           f"({', '.join(unplaced[:5])}{' ...' if len(unplaced) > 5 else ''}); "
+                           f"see the plan above (--force moves the others); nothing was changed")
+
+
+async def set_flow_state(launcher: WorkerLauncher, config: MirrorMakerConfig, source: str, target: str,
+                         state: str) -> None:
+    """Stop or resume the data connectors of flow ``source->target`` through its config topic."""
+    spec = WorkerSpec(f"{source}->{target}", config.worker_config(source, target), [], distributed=True)
+    for name in FLOW_DATA_CONNECTORS:
+        connector = config.connector_config(source, target, name).get("name", name)
+        changed = await launcher.set_connector_state(spec, connector, state)
+        verb = "stopped" if state == "STOPPED" else "resumed"
+        print(f"connector {connector} of flow {source}->{target}: {verb if changed else 'already ' + verb}")
+
+
+async def run_failover(args: argparse.Namespace, launcher: WorkerLauncher) -> int:
+    """``mirrorline failover MM2_PROPERTIES --flow A->B``: plan, print, then carry out."""
+    config, source, target = load(args)
+    async with FlowEnds(config, source, target, required=("target",)) as ends:
+        plan = await plan_failover(args, config, ends)
+        print(format_plan(plan))
+        refuse_active(plan, args.force)
+        if args.dry_run:
+            print("\ndry run: nothing changed")
+            return 0
+        print()
+        if args.stop_flow:
+            await set_flow_state(launcher, config, source, target, "STOPPED")
+        assert ends.target is not None
+        await commit_groups(plan, ends.target, args.allow_backwards)
+        if args.start_reverse_flow:
+            await set_flow_state(launcher, config, target, source, "STARTED")
+    print(f"failover of {source}->{target} done")
+    return 0
+
+
+async def run_failback(args: argparse.Namespace, launcher: WorkerLauncher) -> int:
+    """``mirrorline failback MM2_PROPERTIES --flow A->B``: groups back from B to A, plan first."""
+    config, source, target = load(args)
+    async with FlowEnds(config, source, target, required=("source", "target")) as ends:
+        reverse = FlowEnds(config, target, source)
+        plan = await plan_failback(args, config, ends, reverse)
+        print(format_plan(plan))
+        missing = plan.missing
+        if missing != 0 and not args.force:
+            what = "an unknown number of" if missing is None else str(missing)
+            raise ConnectError(f"{source} still lacks {what} record(s) of {target}'s after {args.wait_seconds:.0f} s: "
+                               f"let flow {target}->{source} copy them (is it enabled and running?), or pass "
+                               f"--force; nothing was changed")
+        refuse_active(plan, args.force)
+        if args.dry_run:
+            print("\ndry run: nothing changed")
+            return 0
+        print()
+        if args.stop_reverse_flow:
+            await set_flow_state(launcher, config, target, source, "STOPPED")
+        assert ends.source is not None
+        await commit_groups(plan, ends.source, args.allow_backwards)
+        if args.resume_flow:
+            await set_flow_state(launcher, config, source, target, "STARTED")
+    print(f"failback of {source}->{target} done: groups are back on {source}")
+    return 0
