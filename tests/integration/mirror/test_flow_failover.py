@@ -202,7 +202,8 @@ async def test_whole_flow_failover_and_failback(cluster_a, cluster_b, unique_nam
         await asyncio.sleep(5)  # several topic refreshes: a stopped A->B must copy nothing more
         assert sum(len(r) for r in (await read_all(b, remote_orders)).values()) == 300
 
-        back = cli("failback", str(properties), "--flow", "A->B", "--groups", f"{prefix}-.*", "--resume-flow")
+        back = cli("failback", str(properties), "--flow", "A->B", "--groups", f"{prefix}-.*", "--resume-flow",
+                   "--stop-reverse-flow")
         assert back.returncode == 0, back.stdout + back.stderr
         assert rpo_row(back.stdout, results)[0] == 0
         on_a_app = await group_offsets(a, app)
@@ -218,6 +219,17 @@ async def test_whole_flow_failover_and_failback(cluster_a, cluster_b, unique_nam
         assert "connector MirrorSourceConnector of flow A->B: resumed" in back.stdout
         # resumed: A->B copies the records A received while it was stopped
         await read_all(b, remote_orders, expect=320, timeout=90)
+        # B->A was stopped by the failback: a new result stays on B ...
+        assert "connector MirrorSourceConnector of flow B->A: stopped" in back.stdout
+        await produce(b, results, [(0, b"late", b"result-late", [], None)])
+        await asyncio.sleep(5)
+        assert sum(len(r) for r in (await read_all(a, f"B.{results}")).values()) == 10
+        # ... until a failover that starts the reverse flow again (no group matches: only that step runs)
+        restart = cli("failover", str(properties), "--flow", "A->B", "--groups", "no-such-group",
+                      "--start-reverse-flow")
+        assert restart.returncode == 0, restart.stdout + restart.stderr
+        assert "connector MirrorSourceConnector of flow B->A: resumed" in restart.stdout
+        await read_all(a, f"B.{results}", expect=11, timeout=60)
     finally:
         stop(mm2)
 
