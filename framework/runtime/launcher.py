@@ -11,6 +11,7 @@ no REST API; with ``listeners`` the process serves ``/health`` and ``/metrics`` 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import socket
@@ -19,6 +20,7 @@ from framework.api.errors import NotFoundError
 from framework.api.launcher import WorkerLauncher, WorkerSpec
 from framework.plugins import PluginRegistry
 from framework.runtime.abstract_herder import validate_or_raise
+from framework.runtime.config_providers import resolve_worker_settings
 from framework.runtime.health_server import HealthServer
 from framework.runtime.process import StopSignals, check_listener_free, kafka_cluster_id, parse_listener
 from framework.runtime.distributed.herder import DistributedHerder
@@ -69,12 +71,18 @@ class ProcessLauncher(WorkerLauncher):
                     if server is not None:
                         await server.stop()
 
+    async def _resolved_settings(self, spec: WorkerSpec) -> dict[str, str]:
+        """The spec's worker settings with references to the worker's config providers resolved."""
+        return await asyncio.to_thread(resolve_worker_settings, spec.worker_config,
+                                       self.plugins.config_provider_classes())
+
     async def set_connector_state(self, worker: WorkerSpec, connector: str, state: str) -> bool:
         if state not in (TargetState.STOPPED.value, TargetState.STARTED.value):
             raise ValueError(f"state must be STOPPED or STARTED, not {state!r}")
-        config = DISTRIBUTED_CONFIG_DEF.parse(worker.worker_config)
+        raw = await self._resolved_settings(worker)
+        config = DISTRIBUTED_CONFIG_DEF.parse(raw)
         await kafka_cluster_id(config)  # a clear error when the cluster is down
-        raw = {k: str(v) for k, v in worker.worker_config.items()}
+        raw = {k: str(v) for k, v in raw.items()}
         raw["config.storage.replication.factor"] = str(config["config.storage.replication.factor"])
         store = KafkaConfigStore.from_config(raw)
         await store.start()
@@ -96,6 +104,7 @@ class ProcessLauncher(WorkerLauncher):
     async def _start(self, spec: WorkerSpec) -> Herder:
         if spec.distributed:
             return await self._start_distributed(spec)
+        spec = dataclasses.replace(spec, worker_config=await self._resolved_settings(spec))
         config = WORKER_CONFIG_DEF.parse(spec.worker_config)
         cluster_id = await kafka_cluster_id(config)
         offsets_file = config["offset.storage.file.filename"]
@@ -109,6 +118,7 @@ class ProcessLauncher(WorkerLauncher):
         return herder
 
     async def _start_distributed(self, spec: WorkerSpec) -> DistributedHerder:
+        spec = dataclasses.replace(spec, worker_config=await self._resolved_settings(spec))
         config = DISTRIBUTED_CONFIG_DEF.parse(spec.worker_config)
         for connector in spec.connector_configs:  # a bad config is a one-line error now, not a FAILED status later
             validate_or_raise(self.plugins, connector)  # before any client is opened

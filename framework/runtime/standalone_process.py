@@ -7,6 +7,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from framework.api.errors import ConnectError
+from framework.runtime.config_providers import resolve_worker_settings
 from framework.runtime.process import (check_listener_free, kafka_cluster_id, load_plugins, parse_listener,
                                        rest_security, serve, worker_id_for)
 from framework.runtime.standalone import StandaloneHerder
@@ -20,6 +21,7 @@ async def run_standalone(worker_raw: dict[str, str], connector_configs: list[dic
                          stop_event: asyncio.Event | None = None,
                          on_started: Callable[[str], Awaitable[None]] | None = None) -> None:
     """Run a standalone worker until stopped; connector configs are created (or replaced) at start."""
+    worker_raw = await asyncio.to_thread(resolve_worker_settings, worker_raw)
     worker_config = WORKER_CONFIG_DEF.parse(worker_raw)
     listener = parse_listener(worker_config["listeners"])
     check_listener_free(listener)

@@ -28,6 +28,7 @@ from framework.api.secrets import scrub, secret_values
 from framework.plugins import PluginRegistry
 from framework.runtime import metrics
 from framework.runtime.bounded import bounded
+from framework.runtime.config_providers import ConfigResolver, has_references, provider_classes
 from framework.runtime.connector_config import CONNECTOR_CONFIG_DEF, PRODUCER_OVERRIDE_PREFIX
 from framework.runtime.context import StoreOffsetReader, WorkerConnectorContext
 from framework.runtime.worker_config import PRODUCER_PREFIX
@@ -86,6 +87,11 @@ class Worker:
         self._secrets: dict[str, list[str]] = {}
         #: The group generation written with every status (distributed mode; 0 otherwise).
         self.generation = 0
+        #: The worker's config providers, resolving ``${provider:path:key}`` when instances start.
+        self.resolver = ConfigResolver.from_worker_config(
+            worker_config.originals, provider_classes(getattr(plugins, "config_provider_classes", list)()))
+        #: connector -> (its stored config, the same resolved), to keep resolved values out of task configs
+        self._resolved: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
         self.start_timeout_s = worker_config["start.timeout.ms"] / 1000
         self.stop_timeout_s = worker_config["task.shutdown.graceful.timeout.ms"] / 1000
 
@@ -151,8 +157,9 @@ class Worker:
         connector = None
         self._secrets[name] = secret_values(raw)
         try:
-            connector_class, config = self.parse_connector_config(raw)
-            self._secrets[name] = secret_values(raw, connector_class.config_def)
+            resolved = await self._resolve(name, raw)
+            connector_class, config = self.parse_connector_config(resolved)
+            self._secrets[name] = [*secret_values(raw, connector_class.config_def), *self._secrets[name]]
             connector = connector_class()
             self.warnings.pop(name, None)
             connector.initialize(WorkerConnectorContext(
@@ -167,6 +174,18 @@ class Worker:
         self.connectors[name] = RunningConnector(connector, config)
         await self.set_connector_state(name, State.PAUSED if paused else State.RUNNING)
         return True
+
+    async def _resolve(self, name: str, raw: dict[str, Any], remember: bool = True) -> dict[str, Any]:
+        """``raw`` with its provider references resolved (off the event loop); their values join
+        the connector's secrets. A config without references is returned as it is. ``remember``
+        (a connector's own config) keeps both, for :meth:`task_configs` to restore references."""
+        if not self.resolver.providers or not has_references(raw):
+            return raw
+        resolved = await asyncio.to_thread(self.resolver.resolve, raw)
+        self._secrets[name] = sorted({*self._secrets.get(name, ()), *resolved.secrets}, key=len, reverse=True)
+        if remember:
+            self._resolved[name] = (dict(raw), resolved.values)
+        return resolved.values
 
     async def stop_connector(self, name: str) -> None:
         """Stop a running connector instance (its tasks are stopped separately); bounded in time."""
@@ -190,7 +209,11 @@ class Worker:
         if len(configs) > max_tasks:
             log.warning("Connector %s returned %d task configs for tasks.max=%d; using the first %d",
                         name, len(configs), max_tasks, max_tasks)
-        return [{str(k): _as_setting(v) for k, v in c.items()} for c in configs[:max_tasks]]
+        out = [{str(k): _as_setting(v) for k, v in c.items()} for c in configs[:max_tasks]]
+        if name in self._resolved:  # task configs are stored: keep the references, not the values
+            raw, resolved = self._resolved[name]
+            out = [ConfigResolver.restore(c, raw, resolved) for c in out]
+        return out
 
     # -- tasks ---------------------------------------------------------------------------
     async def start_task(self, task_id: ConnectorTaskId, task_config: dict[str, str], paused: bool = False,
@@ -209,6 +232,9 @@ class Worker:
             await self.stop_task(task_id)
         running = self.connectors.get(task_id.connector)
         try:
+            task_config = await self._resolve(task_id.connector, task_config, remember=False)
+            if running is None and connector_config is not None:
+                connector_config = await self._resolve(task_id.connector, connector_config, remember=False)
             if running is not None:
                 connector_class, connector_settings = type(running.connector), running.config
             else:

@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from framework.runtime.config_providers import resolve_worker_settings
 from framework.runtime.distributed.herder import DistributedHerder
 from framework.runtime.process import (forwarding_ssl_context, kafka_cluster_id, load_plugins, parse_listener,
                                        rest_security, serve, worker_id_for)
@@ -21,6 +22,7 @@ async def run_distributed(worker_raw: dict[str, str], *, stop_event: asyncio.Eve
     With authentication on, requests this worker forwards are signed with the cluster's session
     key, which the leader keeps in the config topic (see :mod:`framework.rest.auth`).
     """
+    worker_raw = await asyncio.to_thread(resolve_worker_settings, worker_raw)
     worker_config = DISTRIBUTED_CONFIG_DEF.parse(worker_raw)
     listener = parse_listener(worker_config["listeners"])
     # checked before Kafka is contacted; the herder the lambda names exists before anything is served

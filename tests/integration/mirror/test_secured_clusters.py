@@ -7,12 +7,17 @@ Client settings reach the connector through ``source.cluster.*`` exactly as in M
 from __future__ import annotations
 
 import asyncio
+import json
+import signal
+import subprocess
+import sys
 
 import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from framework.api.kafka_clients import client_kwargs
+from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
 from framework.localkafka.manager import LocalKafka
 from framework.testing.fixtures import _free_base_port
 from framework.testing.kafka import KEEP_OLD_RECORDS, partitions_of, produce, read_all, record_tuples
@@ -165,3 +170,53 @@ async def test_wrong_source_password_fails_visibly(sasl_cluster, cluster_b, uniq
         assert all(t["state"] != "RUNNING" for t in status["tasks"]), status
     # nothing was copied
     assert await partitions_of(cluster_b.bootstrap_servers, f"S.{topic}") == []
+
+
+async def test_sasl_password_from_a_file_provider_reaches_the_cluster_and_is_never_stored(
+        sasl_cluster, cluster_b, unique_name, tmp_path):
+    """mm2.properties says ``S.sasl.jaas.config = ${file:...:jaas}``: the flow logs in with the file's
+    secret, while the config topic keeps the reference (connector and task configs) and neither it
+    nor the log ever holds the password."""
+    topic, state = unique_name("provided"), unique_name("prov")
+    alice = sasl_props(sasl_cluster)
+    await create_topic_as(alice, topic, 2, KEEP_OLD_RECORDS)  # keyed_records are timestamped 2023
+    sent = keyed_records(2, 50)
+    await produce_as(alice, topic, sent)
+    secrets = tmp_path / "kafka-secrets.properties"
+    secrets.write_text(f"jaas = {ALICE_JAAS}\n")
+    reference = f"${{file:{secrets}:jaas}}"
+    properties = tmp_path / "mm2.properties"
+    properties.write_text(f"""clusters = S, B
+S.bootstrap.servers = {sasl_cluster.bootstrap_servers}
+S.security.protocol = SASL_PLAINTEXT
+S.sasl.mechanism = PLAIN
+S.sasl.jaas.config = {reference}
+B.bootstrap.servers = {cluster_b.bootstrap_servers}
+config.providers = file
+config.providers.file.class = org.apache.kafka.common.config.provider.FileConfigProvider
+S->B.enabled = true
+S->B.topics = {topic}
+S->B.emit.heartbeats.enabled = false
+B->S.emit.heartbeats.enabled = false
+{SINGLE_BROKER_MM2_PROPERTIES}offset.storage.partitions = 5
+B.group.id = {state}-mm2
+config.storage.topic = mm2-configs.{state}.internal
+offset.storage.topic = mm2-offsets.{state}.internal
+status.storage.topic = mm2-status.{state}.internal
+""")
+    log_path = tmp_path / "mm2.log"
+    with open(log_path, "w") as output:
+        mm2 = subprocess.Popen([sys.executable, "-m", "framework.cli.main", "mm2", str(properties)],
+                               stdout=output, stderr=subprocess.STDOUT, text=True)
+    try:
+        mirrored = await read_all(cluster_b.bootstrap_servers, f"S.{topic}", expect=len(sent), timeout=90)
+        assert sum(len(r) for r in mirrored.values()) == len(sent), log_path.read_text()[-3000:]
+    finally:
+        mm2.send_signal(signal.SIGTERM)
+        assert mm2.wait(60) == 0
+    stored = [r.value.decode() for r in (await read_all(cluster_b.bootstrap_servers,
+                                                        f"mm2-configs.{state}.internal")).get(0, []) if r.value]
+    tasks = [v for v in stored if "task.assigned.partitions" in v]
+    assert tasks and all(json.dumps(reference)[1:-1] in v for v in tasks), stored
+    assert not any("alice-secret" in v for v in stored)
+    assert "alice-secret" not in log_path.read_text()
