@@ -145,7 +145,9 @@ class MirrorCheckpointTask(SourceTask):
         for group, emitted in self._last_emit.items():
             metrics.CHECKPOINT_AGE_SECONDS.labels(self.source, self.target, group).set(now - emitted)
 
-    async def commit_record(self, record: SourceRecord, metadata: RecordMetadata) -> None:
+    async def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:
+        if metadata is None:  # a transform dropped the checkpoint: it was not written
+            return
         partition = record.source_partition
         metrics.CHECKPOINT_LATENCY_MS.labels(self.source, self.target, partition["group"], partition["topic"],
                                              str(partition["partition"])).set(time.time() * 1000 - record.timestamp)

@@ -321,8 +321,12 @@ class MirrorSourceTask(SourceTask):
                     pass
         return found
 
-    async def commit_record(self, record: SourceRecord, metadata: RecordMetadata) -> None:
+    async def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:
         upstream_topic = record.source_partition["topic"]
+        if metadata is None:  # a transform dropped it: nothing was written, so no metrics and no offset sync
+            tp = TopicPartition(upstream_topic, record.source_partition["partition"])
+            self._next_to_ack[tp] = record.source_offset["offset"] + 1
+            return
         tp = TopicPartition(upstream_topic, metadata.partition)
         # plain assignment, not max(): after the topic was re-created, offsets start low again
         self._next_to_ack[tp] = record.source_offset["offset"] + 1

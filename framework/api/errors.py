@@ -72,3 +72,10 @@ class PartitionNotAvailableError(RetriableError):
         super().__init__(message)
         self.topic = topic
         self.partition = partition
+
+
+class DataError(ConnectError):
+    """A record's data is not what a transform (or, later, a converter) can handle: a value that
+    is not a JSON object for a ``*Field`` transform, a record without the timestamp a router
+    needs. Connect's ``DataException``. Today it fails the task, with the record's position in
+    the trace; say in the message what the data should have been."""

@@ -17,7 +17,8 @@ Lifecycle, as the runtime drives it (all on the worker's event loop; apart from
    own coroutine: it may run while ``poll`` is waiting (as Connect calls ``commitRecord`` from
    the producer's callback), so keep it short and do not share unguarded state with ``poll``
    across an ``await``. Calls are sequential, and records of one Kafka partition are
-   acknowledged in the order ``poll`` returned them.
+   acknowledged in the order ``poll`` returned them. A record a transform dropped gets
+   ``commit_record(record, None)`` once the records before it of its source partition are done.
 5. After the runtime has stored source offsets (every ``offset.flush.interval.ms``),
    ``await commit()``. Offsets are stored only for records Kafka acknowledged, and for a
    partition only up to the first unacknowledged record, so a restart never skips one.
@@ -59,8 +60,13 @@ class SourceTask(ABC):
     async def poll(self) -> list[SourceRecord]:
         """The next records to write, or ``[]``."""
 
-    async def commit_record(self, record: SourceRecord, metadata: RecordMetadata) -> None:
-        """Called once Kafka has acknowledged ``record``; ``metadata`` says where it landed. Optional."""
+    async def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:
+        """Called once Kafka has acknowledged ``record``; ``metadata`` says where it landed. Optional.
+
+        ``record`` is the record as ``poll`` returned it, before any transform. ``metadata`` is
+        ``None`` when a transform dropped the record (Connect passes null then too): it was not
+        written, but it is done, and its offset is committed in its turn.
+        """
 
     async def commit(self) -> None:
         """Called after the runtime has stored source offsets. Optional."""

@@ -1,4 +1,5 @@
-"""``mirrorline plugins``: the installed connectors, their names, and plugins that failed to load."""
+"""``mirrorline plugins``: the installed connectors, transforms and predicates, their names, and
+plugins that failed to load."""
 
 from __future__ import annotations
 
@@ -22,6 +23,12 @@ def _run(args: argparse.Namespace) -> int:
         if args.docs:
             print()
             print(cls.config_def.to_markdown())
+    for kind, table in (("transformation", registry.transforms), ("predicate", registry.predicates)):
+        for name, cls in table.all().items():
+            print(f"{name}  type={kind} version={cls().version()} aliases={','.join((cls.__name__, *cls.aliases))}")
+            if args.docs and cls.config_def.keys:
+                print()
+                print(cls.config_def.to_markdown())
     for failure in registry.failures:
         print(f"FAILED to load {failure.entry_point} (from {failure.distribution}): {failure.error}")
     if not registry.connectors() and not registry.failures:

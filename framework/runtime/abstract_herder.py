@@ -31,6 +31,7 @@ from framework.plugins import PluginRegistry, full_name
 from framework.runtime.connector_config import CONNECTOR_CONFIG_DEF
 from framework.runtime.herder import Herder
 from framework.runtime.supervisor import Supervisor
+from framework.runtime.transform_config import alias_configs, iter_values, transform_config_def
 from framework.runtime.worker import Worker
 from framework.storage.configs import ConfigStore, TargetState
 from framework.storage.offsets import OffsetStore
@@ -198,11 +199,12 @@ class AbstractHerder(Herder):
     # -- secrets: the stores keep real values; what leaves through these read methods is redacted --
     def _config_def_of(self, config: dict[str, Any]) -> ConfigDef:
         """The settings of the connector ``config`` names (common ones alone if its class is unknown)."""
+        transforms_def = transform_config_def(config, self.plugins)  # their PASSWORD settings are secrets too
         try:
             cls = self.plugins.connector_class(str(config.get("connector.class", "")))
         except NotFoundError:
-            return CONNECTOR_CONFIG_DEF
-        return CONNECTOR_CONFIG_DEF.merged(cls.config_def)
+            return CONNECTOR_CONFIG_DEF.merged(transforms_def)
+        return CONNECTOR_CONFIG_DEF.merged(cls.config_def).merged(transforms_def)
 
     def _redacted(self, config: dict[str, Any], config_def: ConfigDef | None = None) -> dict[str, Any]:
         return redact(config, config_def if config_def is not None else self._config_def_of(config))
@@ -365,10 +367,16 @@ class AbstractHerder(Herder):
             if version is not None:
                 info["version"] = version
             plugins.append(info)
+        if not connectors_only:  # as Connect: type "transformation" / "predicate", sorted by class
+            for kind, table in (("transformation", self.plugins.transforms), ("predicate", self.plugins.predicates)):
+                plugins += [{"class": name, "type": kind, **_version_info(cls)} for name, cls in table.all().items()]
         return plugins
 
     async def plugin_config(self, plugin: str) -> list[dict[str, Any]]:
-        cls = self.plugins.connector_class(plugin)
+        try:
+            cls = self.plugins.connector_class(plugin)
+        except NotFoundError:  # Connect serves the settings of transformations and predicates too
+            cls = _transform_or_predicate(self.plugins, plugin)
         return [key.info() for key in cls.config_def.keys.values()]
 
     async def validate_connector_config(self, plugin: str, config: dict[str, Any]) -> dict[str, Any]:
@@ -377,7 +385,7 @@ class AbstractHerder(Herder):
         if named is not None and not self.plugins.matches(cls, str(named)):
             raise BadRequestError(f"Included connector type {named} does not match request type {plugin}")
         config = {**config, "connector.class": str(named or full_name(cls))}
-        return _config_infos(full_name(cls), cls, config)
+        return _config_infos(full_name(cls), cls, config, self.plugins)
 
     def validate_or_raise(self, config: dict[str, Any]) -> None:
         """BadRequestError listing every problem of a connector config (class unknown, values invalid)."""
@@ -392,7 +400,7 @@ def validate_or_raise(plugins: PluginRegistry, config: dict[str, Any]) -> None:
         if not config.get("connector.class"):
             raise BadRequestError("Connector config is missing required configuration \"connector.class\"") from None
         raise BadRequestError(str(exc)) from None
-    infos = _config_infos(full_name(cls), cls, config)
+    infos = _config_infos(full_name(cls), cls, config, plugins)
     errors = [f"{c['value']['name']}: {e}" for c in infos["configs"] for e in c["value"]["errors"]]
     if errors:
         raise BadRequestError(
@@ -423,8 +431,25 @@ def _version_of(cls: type[Connector]) -> str | None:
     return None if version in (None, "", "unknown") else version
 
 
-def _config_infos(name: str, cls: type[Connector], config: dict[str, Any]) -> dict[str, Any]:
-    """Connect's ConfigInfos for ``config``: common settings, then the connector's own."""
+def _transform_or_predicate(plugins: PluginRegistry, plugin: str) -> type:
+    """The transformation or predicate class ``plugin`` names; NotFoundError as for a connector if none."""
+    for table in (plugins.transforms, plugins.predicates):
+        try:
+            return table.resolve(plugin)
+        except NotFoundError:
+            continue
+    return plugins.connector_class(plugin)  # raises the usual "no such connector" error
+
+
+def _version_info(cls: type) -> dict[str, str]:
+    version = _version_of(cls)
+    return {} if version is None else {"version": version}
+
+
+def _config_infos(name: str, cls: type[Connector], config: dict[str, Any],
+                  plugins: PluginRegistry | None = None) -> dict[str, Any]:
+    """Connect's ConfigInfos for ``config``: common settings, the connector's own, then each
+    transform's and predicate's (``transforms.<alias>.*``, ``predicates.<alias>.*``)."""
     common_def = CONNECTOR_CONFIG_DEF
     values: list[tuple[Any, ConfigValue]] = [(common_def.keys[v.name], v) for v in common_def.validate(config)]
     try:
@@ -434,7 +459,9 @@ def _config_infos(name: str, cls: type[Connector], config: dict[str, Any]) -> di
                            errors=[f"The connector's validate() raised: {exc}"])]
     own_keys = cls.config_def.keys
     values += [(own_keys.get(v.name), v) for v in own if v.name not in common_def.keys or v.errors]
-    config_def = common_def.merged(cls.config_def)
+    alias_entries = alias_configs(config, plugins) if plugins is not None else []
+    values += list(iter_values(alias_entries))
+    config_def = common_def.merged(cls.config_def).merged(ConfigDef(k for e in alias_entries for k in e.keys))
     secrets = secret_values(config, config_def)
     configs = []
     for key, value in values:
@@ -445,5 +472,6 @@ def _config_infos(name: str, cls: type[Connector], config: dict[str, Any]) -> di
         shown["errors"] = [scrub(e, secrets) for e in shown["errors"]]
         configs.append({"definition": definition, "value": shown})
     groups = [*common_def.groups(), *[g for g in cls.config_def.groups() if g not in common_def.groups()]]
+    groups += [e.group for e in alias_entries]
     return {"name": name, "error_count": sum(len(v.errors) for _, v in values), "groups": groups,
             "configs": configs}

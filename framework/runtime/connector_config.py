@@ -2,9 +2,29 @@
 
 from __future__ import annotations
 
-from framework.api.config import ConfigDef, ConfigKey, Importance, NonEmptyString, Range, Type
+from dataclasses import dataclass
+from typing import Any
+
+from framework.api.config import ConfigDef, ConfigKey, Importance, NonEmptyString, Range, Type, Validator
 
 COMMON_GROUP = "Common"
+TRANSFORMS_GROUP = "Transforms"
+PREDICATES_GROUP = "Predicates"
+
+
+@dataclass(frozen=True)
+class UniqueAliases(Validator):
+    """A list of aliases in which no alias appears twice."""
+
+    kind: str
+
+    def __call__(self, name: str, value: Any) -> None:
+        if value and len(set(value)) < len(value):
+            raise ValueError("Duplicate alias provided.")
+
+    def __str__(self) -> str:
+        return f"unique {self.kind} aliases"
+
 
 CONNECTOR_CONFIG_DEF = ConfigDef([
     ConfigKey("name", Type.STRING, importance=Importance.HIGH, validator=NonEmptyString(), group=COMMON_GROUP,
@@ -23,6 +43,12 @@ CONNECTOR_CONFIG_DEF = ConfigDef([
               doc="Accepted for compatibility; values are written as returned (ByteArrayConverter behaviour)."),
     ConfigKey("header.converter", Type.CLASS, default=None, importance=Importance.LOW, group=COMMON_GROUP, order=6,
               doc="Accepted for compatibility; header values are written as returned."),
+    ConfigKey("transforms", Type.LIST, default="", importance=Importance.LOW, validator=UniqueAliases("transformation"),
+              group=TRANSFORMS_GROUP, order=7, display_name="Transforms",
+              doc="Aliases for the transformations to be applied to records, in order."),
+    ConfigKey("predicates", Type.LIST, default="", importance=Importance.LOW, validator=UniqueAliases("predicate"),
+              group=PREDICATES_GROUP, order=8, display_name="Predicates",
+              doc="Aliases for the predicates used by transformations."),
 ])
 
 #: Connector settings starting with this prefix override the worker's producer settings.

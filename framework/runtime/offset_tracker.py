@@ -77,3 +77,46 @@ class OffsetTracker:
                 out.append((entry.partition, entry.latest))
                 entry.latest = None
         return out
+
+
+@dataclass
+class _Dropped(_Pending):
+    record: Any = None  # the record a transform dropped, handed back once it is done
+
+
+class TransformedOffsetTracker(OffsetTracker):
+    """An OffsetTracker for a task with transforms, which may drop records.
+
+    A dropped record is done at once, but in its place: its offset becomes committable only
+    when every earlier record of its source partition is acknowledged, and only then is it
+    handed back (so ``commit_record(record, None)`` follows the records before it). Tasks
+    without transforms use the plain tracker, whose ``ack`` does none of this.
+    """
+
+    def drop(self, record: Any) -> list[Any]:
+        """Record that a transform dropped ``record``; returns the dropped records now done, in order."""
+        if record.source_partition is None or record.source_offset is None:
+            return [record]
+        key = _key(record.source_partition)
+        entry = self._partitions.get(key)
+        if entry is None:
+            entry = self._partitions[key] = _PartitionQueue(dict(record.source_partition))
+        pending = _Dropped(dict(record.source_offset), entry, record=record)
+        entry.queue.append(pending)
+        self.outstanding += 1
+        return self.ack(pending)
+
+    def ack(self, pending: _Pending | None) -> list[Any]:
+        """Mark a submitted record as acknowledged; returns the dropped records this makes done."""
+        released: list[Any] = []
+        if pending is None or pending.acked:
+            return released
+        pending.acked = True
+        self.outstanding -= 1
+        entry = pending.queue
+        while entry.queue and entry.queue[0].acked:
+            done = entry.queue.popleft()
+            entry.latest = done.offset
+            if isinstance(done, _Dropped):
+                released.append(done.record)
+        return released

@@ -6,6 +6,12 @@ every ``offset.flush.interval.ms`` and on stop, only up to the last record ackno
 together with all before it (:class:`~framework.runtime.offset_tracker.OffsetTracker`).
 A crash therefore re-sends at most the records after the last flush: at-least-once.
 
+Transforms (``transforms=...``): each record ``poll`` returns goes through the connector's
+:class:`~framework.runtime.transform_chain.TransformChain` before the producer. A dropped
+record counts as done in its place (its offset commits once the records before it are
+acknowledged); ``commit_record`` gets the record as ``poll`` returned it, with ``None``
+metadata for a dropped one. Without transforms the loop is the plain one.
+
 Supervision: the task is RUNNING only while all of its loops (poll, acks, flush, watchdog)
 run. An exception escaping any of them, ``start``, or a record the target refuses, stops
 every loop and reports the failure once through ``on_failure`` (the Worker records FAILED
@@ -35,7 +41,8 @@ from framework.runtime import metrics
 from framework.runtime.background import BackgroundTasks
 from framework.runtime.bounded import bounded
 from framework.runtime.context import WorkerSourceTaskContext
-from framework.runtime.offset_tracker import OffsetTracker
+from framework.runtime.offset_tracker import OffsetTracker, TransformedOffsetTracker
+from framework.runtime.transform_chain import TransformChain
 from framework.storage.offsets import OffsetStore, partition_key
 from framework.storage.status import State
 
@@ -70,7 +77,7 @@ class WorkerSourceTask:
                  producer_kwargs: dict[str, Any], offset_store: OffsetStore, offset_reader: OffsetReader,
                  on_status: StatusCallback, on_failure: FailureCallback, flush_interval_s: float,
                  start_timeout_s: float = 60.0, stall_timeout_s: float = 60.0,
-                 on_topic: Callable[[str, str], None] | None = None):
+                 on_topic: Callable[[str, str], None] | None = None, transforms: TransformChain | None = None):
         self.id = task_id
         self.task = task
         self.config = config
@@ -83,8 +90,12 @@ class WorkerSourceTask:
         self._flush_interval_s = flush_interval_s
         self._start_timeout_s = start_timeout_s
         self._stall_timeout_s = stall_timeout_s
-        self._tracker = OffsetTracker(task_id.connector)
-        self._acked: deque[tuple[SourceRecord, RecordMetadata]] = deque()
+        #: the connector's transforms; None (not an empty chain) when there are none, so the
+        #: hot path pays nothing for them
+        self._chain = transforms
+        self._tracker = OffsetTracker(task_id.connector) if transforms is None \
+            else TransformedOffsetTracker(task_id.connector)
+        self._acked: deque[tuple[SourceRecord, RecordMetadata | None]] = deque()
         self._acked_event = asyncio.Event()
         self._resumed = asyncio.Event()
         self._resumed.set()
@@ -164,6 +175,9 @@ class WorkerSourceTask:
                 await bounded(self.task.stop(), timeout, f"Task {self.id}: stop()")
             except Exception as exc:
                 log.error("Task %s: stop() raised or hung (%r); its resources may leak", self.id, exc)
+        if self._chain is not None:
+            self._chain.close()
+            self._chain = None
         if self._producer is not None:
             try:
                 await bounded(self._producer.stop(), timeout, f"Task {self.id}: stopping its producer")
@@ -229,8 +243,17 @@ class WorkerSourceTask:
                 backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
                 continue
             backoff = RETRY_BACKOFF_S
-            for record in records or ():
-                await self._send(record)
+            chain = self._chain
+            if chain is None:
+                for record in records or ():
+                    await self._send(record)
+            else:
+                for record in records or ():
+                    transformed = chain.apply(record)  # raises TransformError naming the record: the task fails
+                    if transformed is None:
+                        self._drop(record)
+                    else:
+                        await self._send(transformed, record)
             self._set_retrying(None)
             if self._commit_due:
                 self._commit_due = False
@@ -277,8 +300,20 @@ class WorkerSourceTask:
                 log.info("Task %s is no longer stalled", self.id)
 
     # -- producing -----------------------------------------------------------------------
-    async def _send(self, record: SourceRecord) -> None:
-        """Hand one record to the producer, retrying retriable refusals in place (order is kept)."""
+    def _drop(self, record: SourceRecord) -> None:
+        """A record a transform dropped: done as if written (its offset commits in its turn, and
+        ``commit_record(record, None)`` is called once the records before it are acknowledged)."""
+        self._last_progress = time.monotonic()
+        released = self._tracker.drop(record)
+        if released:
+            self._acked.extend((r, None) for r in released)
+            self._acked_event.set()
+
+    async def _send(self, record: SourceRecord, original: SourceRecord | None = None) -> None:
+        """Hand one record to the producer, retrying retriable refusals in place (order is kept).
+
+        ``original`` is the record as ``poll`` returned it when transforms changed it: its source
+        position is tracked, and it is what ``commit_record`` receives, as in Connect."""
         assert self._producer is not None
         backoff = RETRY_BACKOFF_S
         while True:
@@ -297,8 +332,9 @@ class WorkerSourceTask:
                 self._set_retrying(f"writing to {record.topic} is retrying: {exc!r}")
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
-        pending = self._tracker.submit(record.source_partition, record.source_offset)
-        future.add_done_callback(lambda f: self._on_ack(f, record, pending))
+        source = record if original is None else original
+        pending = self._tracker.submit(source.source_partition, source.source_offset)
+        future.add_done_callback(lambda f: self._on_ack(f, record, pending, source))
 
     def _write_error(self, record: SourceRecord, exc: BaseException, partition: int | None = None) -> RecordWriteError:
         where = record.partition if partition is None else partition
@@ -308,7 +344,7 @@ class WorkerSourceTask:
             f"{record.topic} partition {where}: {exc!r}. Nothing after it is written; the task restarts "
             f"from its last stored offset")
 
-    def _on_ack(self, future: asyncio.Future, record: SourceRecord, pending) -> None:
+    def _on_ack(self, future: asyncio.Future, record: SourceRecord, pending, source: SourceRecord) -> None:
         if future.cancelled():
             return
         error = future.exception()  # retrieved even when failed already, so asyncio does not complain
@@ -321,10 +357,12 @@ class WorkerSourceTask:
             self._fail(exc)
             return
         metadata = future.result()
-        self._tracker.ack(pending)
+        released = self._tracker.ack(pending)  # dropped records this makes done (transforms only)
         self._last_progress = time.monotonic()
-        self._acked.append((record, RecordMetadata(metadata.topic, metadata.partition, metadata.offset,
+        self._acked.append((source, RecordMetadata(metadata.topic, metadata.partition, metadata.offset,
                                                    metadata.timestamp)))
+        if released:
+            self._acked.extend((r, None) for r in released)
         self._acked_event.set()
         if record.topic not in self._topics:
             self._topics.add(record.topic)

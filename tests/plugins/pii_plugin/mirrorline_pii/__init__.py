@@ -1,0 +1,1 @@
+"""mirrorline-pii-plugin: the ``PiiMask`` transform (see ``mirrorline_pii.masking``)."""
