@@ -1,4 +1,8 @@
-"""MirrorMaker 2's MirrorSourceConnector for mirrorline, registered like any third-party plugin."""
+"""MirrorMaker 2's MirrorSourceConnector for mirrorline, registered like any third-party plugin.
+
+Besides the connector, the plugin adds the mirroring topic-selection controls (IBM Event
+Streams-style): the ``/admin/mirroring/*`` REST routes and the ``mirrorline mirroring`` command.
+"""
 
 from framework.api import hookimpl
 
@@ -9,3 +13,19 @@ def register_connectors():
     from connectors.source_mirror.connector import MirrorSourceConnector
 
     return [MirrorSourceConnector]
+
+
+@hookimpl
+def register_rest_extensions():
+    """``/admin/mirroring/topic-selection`` and ``/admin/mirroring/active-topics`` on every worker."""
+    from connectors.source_mirror.rest_admin import MirroringRestExtension
+
+    return [MirroringRestExtension]
+
+
+@hookimpl
+def register_commands():
+    """``mirrorline mirroring``: the same controls from the command line."""
+    from connectors.source_mirror.admin_cli import MirroringCommand
+
+    return [MirroringCommand()]

@@ -7,6 +7,14 @@ one interval).
 A refresh that finds new topics or partitions creates them on the target and asks the
 runtime to re-split tasks.
 
+Topic selection at run time (beyond MM2, as IBM Event Streams' mirroring controls): at start and
+at every refresh the connector reads its stored selection from
+``mirrorline-topic-selection.internal`` on the target
+(:mod:`connectors.mirror_client.topic_selection`, written by ``POST
+/admin/mirroring/topic-selection`` or ``mirrorline mirroring topic-selection set``). When one is
+stored, its include patterns replace ``topics`` (``topics.exclude`` still applies), so a change
+reaches the tasks within one ``refresh.topics.interval.seconds``, without a restart.
+
 Task split (``task_configs``): every mirrored (topic, partition), in a stable order, dealt
 round-robin to ``min(tasks.max, #partitions)`` tasks; each task config carries the whole
 connector config plus ``task.assigned.partitions`` (``orders-0,orders-3``) and ``task.index``.
@@ -18,7 +26,7 @@ import asyncio
 import logging
 from aiokafka.admin import NewTopic
 
-from framework.api import BadRequestError, Config, ConfigError, SourceConnector
+from framework.api import BadRequestError, Config, SourceConnector
 
 from connectors.mirror_client.clients import admin_client, check_distinct_clusters, connect_admin
 from connectors.mirror_client.config import (
@@ -28,7 +36,7 @@ from connectors.mirror_client.config import (
     TARGET_CLUSTER_ALIAS,
     load_replication_policy,
 )
-from connectors.mirror_client.filters import TopicFilter
+from connectors.mirror_client.topic_selection import SelectionAccessDenied, SelectionKey, TopicSelectionStore
 from connectors.source_mirror.acls import TopicAclSync
 from connectors.source_mirror.config import SOURCE_CONFIG_DEF, TASK_ASSIGNED_PARTITIONS, TASK_INDEX
 from connectors.source_mirror.task import MirrorSourceTask
@@ -41,12 +49,15 @@ from connectors.source_mirror.topics import (
     source_topics,
     sync_topic_configs,
     task_partitions,
+    topic_filter_for,
     topic_partitions,
 )
 
 log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
+
+_UNSET = object()
 
 
 class MirrorSourceConnector(SourceConnector):
@@ -74,17 +85,23 @@ class MirrorSourceConnector(SourceConnector):
         self.target_alias = config[TARGET_CLUSTER_ALIAS]
         flow = f"{self.source_alias}->{self.target_alias}|{self.context.name}"
         self.policy = load_replication_policy(originals)
+        self._originals = originals
         self.selection = TopicSelection(self.source_alias, self.target_alias, self.policy,
-                                        TopicFilter(originals), config["heartbeats.replication.enabled"],
+                                        topic_filter_for(originals, None), config["heartbeats.replication.enabled"],
                                         on_skip=self.context.report_warning)
+        self._selection_key = SelectionKey(self.context.name, self.source_alias, self.target_alias)
+        self._stored_includes: object = _UNSET
+        self._selection_denied = False
         self.config_filter = ConfigFilter(config["config.properties.exclude"], config["use.defaults.from"])
         self.source_admin = admin_client(originals, "source", f"{flow}|replication-source-admin")
         self.target_admin = admin_client(originals, "target", f"{flow}|replication-target-admin")
-        await connect_admin(self.source_admin, originals, "source")
-        await connect_admin(self.target_admin, originals, "target")
+        self.selection_store = TopicSelectionStore(originals, f"{flow}|topic-selection", admin=self.target_admin)
         try:
+            await connect_admin(self.source_admin, originals, "source")
+            await connect_admin(self.target_admin, originals, "target")
             await check_distinct_clusters(config, self.source_admin, self.target_admin)
-        except ConfigError:
+            await self._apply_stored_selection()
+        except BaseException:
             await self.stop()  # the runtime never stops a connector whose start failed
             raise
         if config["emit.offset-syncs.enabled"]:
@@ -136,7 +153,44 @@ class MirrorSourceConnector(SourceConnector):
                 log.warning("%s failed, retrying in %ss: %s", action.__name__.strip("_"), interval_s, exc)
             await asyncio.sleep(interval_s)
 
+    async def _apply_stored_selection(self) -> None:
+        """Read this connector's stored topic selection and use it (or ``topics`` when none is stored)."""
+        try:
+            stored = await self.selection_store.read(self._selection_key)
+        except SelectionAccessDenied as exc:
+            # a principal with only MM2's ACLs: the mirroring controls are not in use, `topics` applies
+            if not self._selection_denied:
+                log.info("Connector %s uses its configured topics: %s", self.context.name, exc)
+            self._selection_denied = True
+            stored = None
+        includes = None if stored is None else stored.includes
+        if includes == self._stored_includes:
+            return
+        try:
+            topic_filter = topic_filter_for(self._originals, includes)
+        except ValueError as exc:
+            message = (f"The stored topic selection of connector {self.context.name} is ignored: {exc}. Set a "
+                       f"valid one with POST /admin/mirroring/topic-selection.")
+            log.warning(message)
+            self.context.report_warning(message)
+            return
+        self.selection.topic_filter = topic_filter
+        first = self._stored_includes is _UNSET
+        self._stored_includes = includes
+        if includes is not None:
+            log.info("Connector %s mirrors the topics of its stored topic selection: %s", self.context.name,
+                     list(includes))
+        elif not first:
+            log.info("Connector %s has no stored topic selection any more; it mirrors its configured topics",
+                     self.context.name)
+
     async def _refresh(self, initial: bool = False) -> None:
+        if not initial:
+            try:
+                await self._apply_stored_selection()
+            except Exception as exc:  # the topics found last are kept; the next refresh reads it again
+                log.warning("Could not read the topic selection of connector %s (%s); keeping the current one "
+                            "until the next refresh", self.context.name, exc)
         found = await source_topics(self.source_admin, self.selection)
         changed = found != self.topics
         self.topics = found
@@ -166,6 +220,9 @@ class MirrorSourceConnector(SourceConnector):
             loop.cancel()
         await asyncio.gather(*self._loops, return_exceptions=True)
         self._loops = []
+        store = getattr(self, "selection_store", None)
+        if store is not None:
+            await store.close()
         for admin in (getattr(self, "source_admin", None), getattr(self, "target_admin", None)):
             if admin is not None:
                 await admin.close()

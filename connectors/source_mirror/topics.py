@@ -21,9 +21,10 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from framework.api.kafka_admin import incremental_alter_configs
 
-from connectors.mirror_client.filters import TopicFilter, compile_pattern_list
+from connectors.mirror_client.filters import TOPICS_INCLUDE_CONFIG, TopicFilter, compile_pattern_list
 from connectors.mirror_client.policies import ReplicationPolicy, is_cycle
 from connectors.source_mirror import metrics
+from connectors.source_mirror.config import TASK_ASSIGNED_PARTITIONS
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,27 @@ class TopicSelection:
                     self.on_skip(message)
             return False
         return True
+
+
+def topic_filter_for(originals: dict[str, Any], includes: list[str] | tuple[str, ...] | None) -> TopicFilter:
+    """The connector's topic filter, with ``includes`` (a stored topic selection) in place of ``topics``.
+
+    ``includes`` None keeps the configured ``topics``; ``topics.exclude`` applies either way.
+    ValueError if a pattern does not compile.
+    """
+    if includes is None:
+        return TopicFilter(originals)
+    return TopicFilter({**originals, TOPICS_INCLUDE_CONFIG: list(includes)})
+
+
+def assigned_topics(task_configs: list[dict[str, str]]) -> list[str]:
+    """The source topics a connector's task configs assign (``task.assigned.partitions``), sorted."""
+    topics = set()
+    for config in task_configs:
+        for text in str(config.get(TASK_ASSIGNED_PARTITIONS, "")).split(","):
+            if text.strip():
+                topics.add(parse_partition(text.strip())[0])
+    return sorted(topics)
 
 
 async def topic_partitions(admin: AIOKafkaAdminClient, topics: list[str]) -> dict[str, int]:

@@ -7,7 +7,8 @@ exception as 500 with its message (logged with the traceback). No HTML error pag
 
 Authentication (:mod:`framework.rest.auth`) runs as a second middleware inside the error one, so
 its 401s look like every other error; TLS (:mod:`framework.rest.tls`) is the ``ssl_context`` of
-:class:`RestServer`.
+:class:`RestServer`. Plugins' REST extensions (:mod:`framework.rest.extensions`) are mounted on
+the same app, so their routes get both middlewares.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from collections.abc import Awaitable, Callable, Iterable
 from aiohttp import web
 
 from framework.api.errors import ConnectError
+from framework.api.rest_extension import RestExtension
 from framework.rest import routes_admin, routes_connectors, routes_plugins, routes_ui, routes_worker
 from framework.rest.auth import RestAuth
 from framework.rest.common import HERDER, LOGGERS, WORKER_ID, error_response
+from framework.rest.extensions import installed_extensions, mount_extensions
 from framework.rest.loggers import Loggers
 from framework.runtime.herder import REQUEST_FORWARDED, Herder
 
@@ -66,7 +69,8 @@ async def error_middleware(request: web.Request, handler: _Handler) -> web.Strea
 
 def create_app(herder: Herder, *, worker_id: str | None = None,
                extra_routes: Iterable[web.AbstractRouteDef] | None = None,
-               auth: RestAuth | None = None) -> web.Application:
+               auth: RestAuth | None = None,
+               rest_extensions: Iterable[type[RestExtension]] | None = None) -> web.Application:
     """The Connect-compatible REST app over ``herder``.
 
     ``extra_routes`` (e.g. ``[web.get("/metrics", handler)]`` or a ``RouteTableDef``) are
@@ -74,7 +78,9 @@ def create_app(herder: Herder, *, worker_id: str | None = None,
     ``/openapi.json``. ``worker_id`` is kept in the app under
     :data:`framework.rest.common.WORKER_ID` for such routes; the built-in routes do not need
     it (the herder puts worker ids in statuses). ``auth`` authenticates every route, the status
-    page and ``/metrics`` included (None: no authentication).
+    page and ``/metrics`` included (None: no authentication). ``rest_extensions`` are the
+    :class:`~framework.api.rest_extension.RestExtension` classes to mount after the built-in
+    routes (None: those the herder's plugin registry collected from ``register_rest_extensions``).
     """
     middlewares = [error_middleware] + ([auth.middleware()] if auth is not None and auth.enabled else [])
     app = web.Application(middlewares=middlewares, client_max_size=MAX_REQUEST_BODY)
@@ -85,6 +91,8 @@ def create_app(herder: Herder, *, worker_id: str | None = None,
         app.add_routes(module.routes)
     if extra_routes is not None:
         app.add_routes(extra_routes)
+    extensions = installed_extensions(herder) if rest_extensions is None else list(rest_extensions)
+    mount_extensions(app, herder, extensions, worker_id)
     return app
 
 
@@ -94,13 +102,15 @@ class RestServer:
     def __init__(self, herder: Herder, *, worker_id: str | None = None,
                  extra_routes: Iterable[web.AbstractRouteDef] | None = None,
                  shutdown_timeout: float = 5.0, auth: RestAuth | None = None,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+                 ssl_context: ssl.SSLContext | None = None,
+                 rest_extensions: Iterable[type[RestExtension]] | None = None) -> None:
         """Build the app; nothing listens until :meth:`start`.
 
         ``shutdown_timeout`` is how long :meth:`stop` lets in-flight requests finish;
-        ``ssl_context`` makes it an https server.
+        ``ssl_context`` makes it an https server; ``rest_extensions`` as in :func:`create_app`.
         """
-        self.app = create_app(herder, worker_id=worker_id, extra_routes=extra_routes, auth=auth)
+        self.app = create_app(herder, worker_id=worker_id, extra_routes=extra_routes, auth=auth,
+                              rest_extensions=rest_extensions)
         self.worker_id = worker_id
         self.ssl_context = ssl_context
         self._shutdown_timeout = shutdown_timeout

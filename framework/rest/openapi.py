@@ -3,7 +3,8 @@
 The list of paths and methods comes from the app's router, so the document cannot drift
 from what is served: :data:`OPERATIONS` only adds the words (summary, parameters, bodies,
 responses) for each known route, and a route it does not know (an ``extra_routes`` one) is
-still listed, with a generic description. Unit tests check both directions.
+still listed, with a generic description (a REST extension's route with the summary it gave).
+Unit tests check both directions.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from framework.rest.common import HERDER
 from framework.rest.routes_connectors import MAX_NAME_LENGTH, NAME_PATTERN, NAME_RULE
 
 _PARAM_PATTERN = re.compile(r"\{(\w+)(?::[^{}]*)?\}")
+
+EXTENSION_OPERATIONS: web.AppKey[dict[tuple[str, str], str]] = web.AppKey("extension_operations", dict)
+"""``(METHOD, path) -> summary`` of the routes REST extensions added (:mod:`framework.rest.extensions`)."""
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -239,11 +243,22 @@ def _version() -> str:
         return "0"
 
 
+def _extension_op(app: web.Application, method: str, path: str) -> dict[str, Any] | None:
+    """The words of a route a REST extension added (its summary; JSON body and errors), else None."""
+    summaries = app.get(EXTENSION_OPERATIONS) or {}
+    summary = summaries.get((method, path))
+    if summary is None:
+        return None
+    responses = {"200": {"description": "Response", **_json({})}, **_errors(400, 404, 500)}
+    return _op(summary, responses, body={} if method in ("POST", "PUT", "PATCH") else None)
+
+
 def build_openapi(app: web.Application) -> dict[str, Any]:
     """The OpenAPI 3.0 document of ``app``: one operation per registered route."""
     paths: dict[str, dict[str, Any]] = {}
     for method, path in registered_operations(app):
-        op = dict(OPERATIONS.get((method, path)) or _op(f"{method} {path}", {"default": {"description": "Response"}}))
+        op = dict(OPERATIONS.get((method, path)) or _extension_op(app, method, path)
+                  or _op(f"{method} {path}", {"default": {"description": "Response"}}))
         params = _path_parameters(path) + op.get("parameters", [])
         if params:
             op["parameters"] = params
