@@ -11,9 +11,11 @@ at the first failure.
 and any name in its ``aliases``. A short name claimed by two different connectors resolves
 to neither, and the error lists the full names to choose from.
 
-Other plugin-provided classes (replication policies) are collected here too, as classes the
-plugins registered; the connectors that use them check their type and resolve names. No
-setting ever makes mirrorline import a module by name.
+Other plugin-provided classes (replication policies, REST extensions) are collected here too,
+as classes the plugins registered; the connectors that use policies check their type and
+resolve names, and REST extensions are checked here. No setting ever makes mirrorline import a
+module by name. Transforms and predicates (``register_transforms``, ``register_predicates``)
+resolve by name like connectors do, in their own tables (:class:`NamedClasses`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import pluggy
 from framework.api import hookspecs
 from framework.api.connector import Connector
 from framework.api.errors import NotFoundError
+from framework.api.rest_extension import RestExtension
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +71,9 @@ class PluginRegistry:
         self._connectors: dict[str, type[Connector]] = {}
         self._aliases: dict[str, set[str]] = {}
         self._policies: list[type] = []
+        self._rest_extensions: list[type[RestExtension]] = []
+        self._transforms = NamedClasses("transformation")
+        self._predicates = NamedClasses("predicate")
 
     @classmethod
     def discover(cls, extra_plugins: tuple[object, ...] = ()) -> PluginRegistry:
@@ -111,8 +117,12 @@ class PluginRegistry:
         self._connectors.clear()
         self._aliases.clear()
         self._policies.clear()
+        self._rest_extensions.clear()
         self.failures = list(self._load_failures)  # hook failures are found afresh below
         self._collect_policies()
+        self._collect_rest_extensions()
+        self._collect_config_providers()
+        self._collect_transforms()
         for where, dist, classes in self._each_plugin("register_connectors"):
             for connector_class in classes:
                 if not (isinstance(connector_class, type) and issubclass(connector_class, Connector)):
@@ -144,6 +154,57 @@ class PluginRegistry:
                 elif policy_class not in self._policies:
                     self._policies.append(policy_class)
         hookspecs.publish_replication_policies(self._policies)
+
+    def _collect_rest_extensions(self) -> None:
+        for where, dist, classes in self._each_plugin("register_rest_extensions"):
+            for extension_class in classes:
+                if not (isinstance(extension_class, type) and issubclass(extension_class, RestExtension)):
+                    self._fail(where, dist, TypeError(f"{extension_class!r} is not a RestExtension subclass"))
+                elif extension_class not in self._rest_extensions:
+                    self._rest_extensions.append(extension_class)
+
+    def _collect_config_providers(self) -> None:
+        from framework.api.config_provider import ConfigProvider
+
+        self._config_providers = []
+        for where, dist, classes in self._each_plugin("register_config_providers"):
+            for provider_class in classes:
+                if not (isinstance(provider_class, type) and issubclass(provider_class, ConfigProvider)):
+                    self._fail(where, dist, TypeError(f"{provider_class!r} is not a ConfigProvider subclass"))
+                elif provider_class not in self._config_providers:
+                    self._config_providers.append(provider_class)
+
+    def config_provider_classes(self) -> list[type]:
+        """The config provider classes plugins registered (``register_config_providers``), in load order."""
+        return list(getattr(self, "_config_providers", []))
+
+    def rest_extensions(self) -> list[type[RestExtension]]:
+        """The REST extension classes plugins registered (``register_rest_extensions``), in load order."""
+        return list(self._rest_extensions)
+
+    def _collect_transforms(self) -> None:
+        from framework.api.transforms import Predicate, Transformation
+
+        self._transforms = NamedClasses("transformation")
+        self._predicates = NamedClasses("predicate")
+        for hook, base, table in (("register_transforms", Transformation, self._transforms),
+                                  ("register_predicates", Predicate, self._predicates)):
+            for where, dist, classes in self._each_plugin(hook):
+                for plugin_class in classes:
+                    if not (isinstance(plugin_class, type) and issubclass(plugin_class, base)):
+                        self._fail(where, dist, TypeError(f"{plugin_class!r} is not a {base.__name__} subclass"))
+                    else:
+                        table.add(plugin_class)
+
+    @property
+    def transforms(self) -> NamedClasses:
+        """The transformation classes plugins registered (``register_transforms``), by name."""
+        return self._transforms
+
+    @property
+    def predicates(self) -> NamedClasses:
+        """The predicate classes plugins registered (``register_predicates``), by name."""
+        return self._predicates
 
     def replication_policies(self) -> list[type]:
         """The replication policy classes plugins registered (``register_replication_policies``)."""
@@ -184,3 +245,37 @@ class PluginRegistry:
     def matches(self, connector_class: type[Connector], name: str) -> bool:
         """True when ``name`` is one of the names ``connector_class`` answers to."""
         return name == full_name(connector_class) or name in short_names(connector_class)
+
+
+class NamedClasses:
+    """Plugin classes of one kind (transformations, predicates) and the names a config may use for
+    them: the full name, the simple class name and each of the class's ``aliases``. A short name
+    two classes claim resolves to neither."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._classes: dict[str, type] = {}
+        self._aliases: dict[str, set[str]] = {}
+
+    def add(self, cls: type) -> None:
+        """Register ``cls`` under its full name and its short names."""
+        name = full_name(cls)
+        self._classes[name] = cls
+        for alias in (cls.__name__, *getattr(cls, "aliases", ())):
+            self._aliases.setdefault(alias, set()).add(name)
+
+    def all(self) -> dict[str, type]:
+        """Classes by full name, sorted."""
+        return dict(sorted(self._classes.items()))
+
+    def resolve(self, name: str) -> type:
+        """The class ``name`` means; NotFoundError saying why when none or several."""
+        if name in self._classes:
+            return self._classes[name]
+        candidates = self._aliases.get(name, set())
+        if len(candidates) == 1:
+            return self._classes[next(iter(candidates))]
+        if candidates:
+            raise NotFoundError(f"{self.kind.capitalize()} class {name} is ambiguous: it matches "
+                                f"{', '.join(sorted(candidates))}; use the full class name")
+        raise NotFoundError(f"Class {name} could not be found: no installed {self.kind} is named so")

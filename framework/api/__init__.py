@@ -27,6 +27,7 @@ from framework.api.errors import (
     BadRequestError,
     ConfigError,
     ConnectError,
+    DataError,
     ForbiddenError,
     NotFoundError,
     PartitionNotAvailableError,
@@ -36,8 +37,10 @@ from framework.api.errors import (
 from framework.api.hookspecs import hookimpl, hookspec
 from framework.api.launcher import Command, WorkerLauncher, WorkerSpec
 from framework.api.records import ConnectorTaskId, RecordMetadata, SourceRecord
+from framework.api.rest_extension import ClusterState, RestExtension, RestExtensionContext, RestHandler, RestRequest
 from framework.api.secrets import HIDDEN, is_secret, redact, scrub
 from framework.api.task import SourceTask
+from framework.api.transforms import Predicate, Transformation
 
 __all__ = [
     "NO_DEFAULT", "AlreadyExistsError", "BadRequestError", "Command", "WorkerLauncher", "WorkerSpec", "Config", "ConfigDef", "ConfigError", "ConfigKey",
@@ -47,4 +50,6 @@ __all__ = [
     "RecordMetadata", "RegexList", "RetriableError", "SourceConnector", "SourceRecord", "SourceTask",
     "SourceTaskContext", "Type", "Validator", "hookimpl", "hookspec", "split_list",
     "HIDDEN", "is_secret", "redact", "scrub",
+    "ClusterState", "RestExtension", "RestExtensionContext", "RestHandler", "RestRequest",
+    "DataError", "Predicate", "Transformation",
 ]

@@ -97,3 +97,81 @@ def register_commands() -> list:
     Called once when the ``mirrorline`` command builds its argument parser. A name that
     clashes with a built-in subcommand or another plugin's is reported and skipped.
     """
+
+
+# ---------------------------------------------------------------------------------------
+# REST API: routes a plugin adds to every worker's REST API
+# ---------------------------------------------------------------------------------------
+
+@hookspec
+def register_rest_extensions() -> list[type]:
+    """Return the REST extension classes this plugin provides.
+
+    :return: a list of :class:`~framework.api.rest_extension.RestExtension` subclasses (Kafka
+        Connect's ``ConnectRestExtension``). Each worker's REST app instantiates each class
+        without arguments and calls its ``register(context)`` once, before it listens; the
+        extension adds routes with ``context.add_route`` and reads the worker cluster's
+        connectors, configs, task configs and statuses through ``context.cluster_state``.
+
+    Every installed plugin's extensions are served (unlike Connect, no
+    ``rest.extension.classes`` entry is needed: installing the plugin is the decision). Their
+    routes get the API's JSON errors, body-size limit and authentication. A class that is not a
+    RestExtension, or whose ``register`` raises, is reported and left out; the rest of the API
+    is served as usual. Not called in processes that serve no REST API (``mirrorline mm2``).
+    """
+
+
+# ---------------------------------------------------------------------------------------
+# Config providers: where ${provider:path:key} references in configs are looked up
+# ---------------------------------------------------------------------------------------
+
+@hookspec
+def register_config_providers() -> list[type]:
+    """Return the config provider classes this plugin provides.
+
+    :return: a list of :class:`~framework.api.config_provider.ConfigProvider` subclasses. A
+        worker uses one when its ``config.providers.<name>.class`` names the class (short name,
+        full Python name, or one of its ``aliases``), configures it with
+        ``config.providers.<name>.param.*``, and asks it for the values of
+        ``${<name>:path:key}`` references when a connector or task starts.
+
+    Built in: ``FileConfigProvider``, ``DirectoryConfigProvider``, ``EnvVarConfigProvider``
+    (also under Connect's Java class names). A class that is not a ConfigProvider is reported
+    and left out.
+    """
+
+
+
+# ---------------------------------------------------------------------------------------
+# Records: single message transforms and predicates a plugin provides
+# ---------------------------------------------------------------------------------------
+
+@hookspec
+def register_transforms() -> list[type]:
+    """Return the single message transform classes this plugin provides.
+
+    :return: a list of :class:`~framework.api.transforms.Transformation` subclasses. Each
+        becomes a value ``transforms.<alias>.type`` accepts: its full name (``module.ClassName``),
+        its simple class name and the names in its ``aliases`` attribute. A short name two
+        classes claim resolves to neither (the full name still works).
+
+    Called once per plugin when the worker (or ``mirrorline plugins``) loads plugins. The
+    classes are listed by ``GET /connector-plugins?connectorsOnly=false`` with type
+    ``transformation``. A returned value that is not a Transformation subclass is reported as
+    a load failure of the plugin and left out; the plugin's other classes still count.
+    The built-in transforms (``RegexRouter``, ``Filter``, ``InsertField$Value`` ...) are
+    registered through this hook by ``framework.transforms``, like any plugin's.
+    """
+
+
+@hookspec
+def register_predicates() -> list[type]:
+    """Return the predicate classes this plugin provides.
+
+    :return: a list of :class:`~framework.api.transforms.Predicate` subclasses, named in
+        ``predicates.<alias>.type`` as transforms are (full name, class name, ``aliases``).
+
+    Called once per plugin when plugins load. Listed by
+    ``GET /connector-plugins?connectorsOnly=false`` with type ``predicate``; anything that is
+    not a Predicate subclass is reported and left out, as for ``register_transforms``.
+    """

@@ -32,6 +32,7 @@ from framework.runtime.config_providers import ConfigResolver, has_references, p
 from framework.runtime.connector_config import CONNECTOR_CONFIG_DEF, PRODUCER_OVERRIDE_PREFIX
 from framework.runtime.context import StoreOffsetReader, WorkerConnectorContext
 from framework.runtime.worker_config import PRODUCER_PREFIX
+from framework.runtime.transform_chain import build_chain
 from framework.runtime.worker_task import WorkerSourceTask
 from framework.storage.offsets import OffsetStore
 from framework.storage.status import State, Status, StatusStore
@@ -242,6 +243,7 @@ class Worker:
                     raise ValueError(f"connector {task_id.connector} does not run here and no config was given")
                 connector_class, connector_settings = self.parse_connector_config(connector_config)
             task = connector_class().task_class()()
+            transforms = build_chain(connector_settings.originals, self.plugins)  # None without transforms
         except Exception as exc:
             await self._fail_task(task_id, exc)
             return
@@ -260,7 +262,7 @@ class Worker:
             on_status=self._task_status, on_failure=self._fail_task,
             flush_interval_s=self.config["offset.flush.interval.ms"] / 1000,
             start_timeout_s=self.start_timeout_s, stall_timeout_s=self.config["task.stall.timeout.ms"] / 1000,
-            on_topic=self._on_topic)
+            on_topic=self._on_topic, transforms=transforms)
         self.tasks[task_id] = worker_task
         await self.set_task_state(task_id, State.UNASSIGNED)
         await worker_task.start(paused=paused)
