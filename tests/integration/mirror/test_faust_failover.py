@@ -40,6 +40,7 @@ from framework.api import ConfigError  # noqa: E402
 from framework.api.configfile import parse_properties  # noqa: E402
 from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES  # noqa: E402
 from framework.testing.kafka import create_topic, produce, read_all  # noqa: E402
+from framework.testing.mm2 import isolated_state  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 APP = ROOT / "tests" / "faust_apps" / "wordcount.py"
@@ -91,12 +92,7 @@ refresh.groups.interval.seconds = 1
 refresh.topics.interval.seconds = 1
 # delayed offset syncs are sent at each offsets flush (MM2's default: every 60 s)
 B.offset.flush.interval.ms = 500
-A.group.id = {prefix}-B-mm2
-B.group.id = {prefix}-A-mm2
-config.storage.topic = mm2-configs.{prefix}.internal
-offset.storage.topic = mm2-offsets.{prefix}.internal
-status.storage.topic = mm2-status.{prefix}.internal
-""")
+{isolated_state(prefix)}""")
 
 
 def re_escape(name: str) -> str:
@@ -147,6 +143,11 @@ async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
         return {tp.partition: offset for tp, offset in (await consumer.end_offsets(tps)).items()}
     finally:
         await consumer.stop()
+
+
+#: How long each stage may take. A stage takes 1-5 s here; a Faust worker on a loaded 2-core
+#: machine took over 60 s to start consuming in CI, and a generous bound costs nothing when all is well.
+WAIT_S = 180
 
 
 async def until(what: str, check, timeout: float, interval: float = 0.3):
@@ -236,7 +237,7 @@ async def test_faust_app_fails_over_to_b_with_its_table(cluster_a, cluster_b, un
         # 1. the app counts on A while words arrive
         stream.start()
         await until("the app on A to commit 300 records",
-                    lambda: _committed_at_least(a, app_id, 300), timeout=60)
+                    lambda: _committed_at_least(a, app_id, 300), timeout=WAIT_S)
 
         # 2. mid-stream: stop it on A (Faust flushes its changelog, then commits); words keep coming
         await stop(app_a, a_log)
@@ -253,7 +254,7 @@ async def test_faust_app_fails_over_to_b_with_its_table(cluster_a, cluster_b, un
         changelog_ends = await end_offsets(a, changelog)
         words_ends = await end_offsets(a, topic)
         await until("the mirror to catch up", lambda: _has_all(b, {remote_topic: words_ends,
-                                                                   remote_changelog: changelog_ends}), timeout=60)
+                                                                   remote_changelog: changelog_ends}), timeout=WAIT_S)
         await _final_checkpoint(b, app_id, remote_topic, final_a)
 
         # 4. fail the group over (the per-group form of the command)
@@ -286,7 +287,7 @@ async def test_faust_app_fails_over_to_b_with_its_table(cluster_a, cluster_b, un
         await stream.stop()
         total = len(stream.sent)
         await until("the app on B to consume every word",
-                    lambda: _consumed_all(b, app_id, remote_topic, total), timeout=60)
+                    lambda: _consumed_all(b, app_id, remote_topic, total), timeout=WAIT_S)
         await stop(app_b, b_log)
         app_b = None
     finally:
