@@ -212,3 +212,18 @@ async def commit_on(bootstrap: str, group: str, offsets: dict[TopicPartition, in
         await consumer.commit(offsets)
     finally:
         await consumer.stop()
+
+
+async def group_offsets(bootstrap: str, group: str, **client: object) -> dict[TopicPartition, int]:
+    """The committed offsets of consumer group ``group`` (partitions without one left out).
+
+    ``client`` adds aiokafka admin arguments (e.g. TLS/SASL settings from ``client_kwargs``).
+    """
+    admin = AIOKafkaAdminClient(**{**client, "bootstrap_servers": bootstrap})
+    await admin.start()
+    try:
+        return {tp: om.offset for tp, om in (await admin.list_consumer_group_offsets(group)).items()
+                if om.offset >= 0}
+    finally:
+        await admin.close()
+

@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import re
-import signal
 import subprocess
 import sys
 
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
 
 from connectors.mirror_client.formats import Checkpoint
 from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
-from framework.testing.kafka import commit_on, create_topic, produce, read_all
+from framework.testing.kafka import commit_on, create_topic, group_offsets, produce, read_all
+from framework.testing.mm2 import isolated_state, start_mm2, stop_mm2
 
 pytestmark = pytest.mark.integration
 
@@ -50,42 +49,17 @@ refresh.groups.interval.seconds = 1
 refresh.topics.interval.seconds = 2
 A.offset.flush.interval.ms = 500
 B.offset.flush.interval.ms = 500
-A.group.id = {prefix}-B-mm2
-B.group.id = {prefix}-A-mm2
-config.storage.topic = mm2-configs.{prefix}.internal
-offset.storage.topic = mm2-offsets.{prefix}.internal
-status.storage.topic = mm2-status.{prefix}.internal
-""")
-
-
-def start_mm2(properties, log_path) -> subprocess.Popen:
-    """``mirrorline mm2 properties`` in the background, its output appended to ``log_path``."""
-    with open(log_path, "a") as output:
-        return subprocess.Popen([sys.executable, "-m", "framework.cli.main", "mm2", str(properties)],
-                                stdout=output, stderr=subprocess.STDOUT, text=True)
+{isolated_state(prefix)}""")
 
 
 def stop(proc: subprocess.Popen) -> None:
     """SIGTERM and wait: the workers store their offsets before exiting."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    assert proc.wait(60) == 0
+    assert stop_mm2(proc) == 0
 
 
 def contents(records) -> list[tuple]:
     """What mirroring keeps of each record, in order."""
     return [(r.key, r.value, tuple(r.headers), r.timestamp) for r in records]
-
-
-async def group_offsets(bootstrap: str, group: str) -> dict[TopicPartition, int]:
-    """The committed offsets of ``group``."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        return {tp: om.offset for tp, om in (await admin.list_consumer_group_offsets(group)).items()
-                if om.offset >= 0}
-    finally:
-        await admin.close()
 
 
 async def wait_for_checkpoints(bootstrap: str, wanted: dict[str, int], timeout: float = 60.0) -> None:

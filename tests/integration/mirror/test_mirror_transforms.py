@@ -17,6 +17,7 @@ import sys
 import pytest
 
 from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
+from framework.testing.mm2 import isolated_state
 from framework.testing.kafka import create_topic, produce, read_all
 from framework.testing.worker import Rest, all_running, running_standalone
 
@@ -119,12 +120,7 @@ A->B.enabled = true
 A->B.topics = {prefix}-.*
 {SINGLE_BROKER_MM2_PROPERTIES}refresh.topics.interval.seconds = 2
 B.offset.flush.interval.ms = 500
-A.group.id = {prefix}-B-mm2
-B.group.id = {prefix}-A-mm2
-config.storage.topic = mm2-configs.{prefix}.internal
-offset.storage.topic = mm2-offsets.{prefix}.internal
-status.storage.topic = mm2-status.{prefix}.internal
-{flow}
+{isolated_state(prefix)}{flow}
 A->B.transforms.route.regex = A\\\\.({prefix}-.*)
 A->B.transforms.mask.predicate = isData
 A->B.predicates = isAudit,isData

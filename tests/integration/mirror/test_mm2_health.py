@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 
 from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
+from framework.testing.mm2 import isolated_state
 
 pytestmark = pytest.mark.integration
 
@@ -24,12 +25,7 @@ B.bootstrap.servers = {cluster_b.bootstrap_servers}
 A->B.enabled = true
 A->B.topics = {state}-.*
 {SINGLE_BROKER_MM2_PROPERTIES}offset.storage.partitions = 5
-A.group.id = {state}-B-mm2
-B.group.id = {state}-A-mm2
-config.storage.topic = mm2-configs.{state}.internal
-offset.storage.topic = mm2-offsets.{state}.internal
-status.storage.topic = mm2-status.{state}.internal
-{extra}""")
+{isolated_state(state)}{extra}""")
 
 
 def free_port() -> int:

@@ -14,6 +14,7 @@ import pytest
 from connectors.mirror_client.client import MirrorClient
 from connectors.mirror_client.formats import Heartbeat
 from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
+from framework.testing.mm2 import isolated_state, start_mm2, stop_mm2
 from framework.testing.distributed import overlaps, status_history
 from framework.testing.kafka import (
     KEEP_OLD_RECORDS,
@@ -41,29 +42,10 @@ A->B.tasks.max = 2
 {SINGLE_BROKER_MM2_PROPERTIES}offset.storage.partitions = 5
 refresh.topics.interval.seconds = 2
 B.offset.flush.interval.ms = 500
-A.group.id = {state}-B-mm2
-B.group.id = {state}-A-mm2
-config.storage.topic = mm2-configs.{state}.internal
-offset.storage.topic = mm2-offsets.{state}.internal
-status.storage.topic = mm2-status.{state}.internal
-""")
+{isolated_state(state)}""")
 
 
-def start_mm2(properties, log_path=None) -> subprocess.Popen:
-    """Run ``mirrorline mm2 properties``; its output goes to ``log_path`` (or is discarded)."""
-    output = open(log_path, "a") if log_path else subprocess.DEVNULL
-    try:
-        return subprocess.Popen([sys.executable, "-m", "framework.cli.main", "mm2", str(properties)],
-                                stdout=output, stderr=subprocess.STDOUT, text=True)
-    finally:
-        if log_path:
-            output.close()
-
-
-def stop(proc: subprocess.Popen, sig=signal.SIGTERM) -> int:
-    if proc.poll() is None:
-        proc.send_signal(sig)
-    return proc.wait(60)
+stop = stop_mm2
 
 
 async def test_mm2_properties_flow_mirrors_and_stops_cleanly(cluster_a, cluster_b, unique_name, tmp_path):

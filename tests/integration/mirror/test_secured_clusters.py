@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
-import subprocess
-import sys
 
 import pytest
 from aiokafka import AIOKafkaProducer
@@ -19,6 +16,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from framework.api.kafka_clients import client_kwargs
 from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
 from framework.localkafka.manager import LocalKafka
+from framework.testing.mm2 import start_mm2, stop_mm2
 from framework.testing.fixtures import _free_base_port
 from framework.testing.kafka import KEEP_OLD_RECORDS, partitions_of, produce, read_all, record_tuples
 from framework.testing.worker import Rest, all_running, running_standalone
@@ -205,15 +203,12 @@ offset.storage.topic = mm2-offsets.{state}.internal
 status.storage.topic = mm2-status.{state}.internal
 """)
     log_path = tmp_path / "mm2.log"
-    with open(log_path, "w") as output:
-        mm2 = subprocess.Popen([sys.executable, "-m", "framework.cli.main", "mm2", str(properties)],
-                               stdout=output, stderr=subprocess.STDOUT, text=True)
+    mm2 = start_mm2(properties, log_path)
     try:
         mirrored = await read_all(cluster_b.bootstrap_servers, f"S.{topic}", expect=len(sent), timeout=90)
         assert sum(len(r) for r in mirrored.values()) == len(sent), log_path.read_text()[-3000:]
     finally:
-        mm2.send_signal(signal.SIGTERM)
-        assert mm2.wait(60) == 0
+        assert stop_mm2(mm2) == 0
     stored = [r.value.decode() for r in (await read_all(cluster_b.bootstrap_servers,
                                                         f"mm2-configs.{state}.internal")).get(0, []) if r.value]
     tasks = [v for v in stored if "task.assigned.partitions" in v]
