@@ -35,6 +35,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAuthorizationFailedError, for_code
 
 from framework.api import ConnectError
+from framework.api.rest_extension import json_type
 from framework.api.kafka_clients import client_kwargs
 
 from .clients import admin_client, connect_admin, consumer_kwargs, read_to_end
@@ -57,18 +58,6 @@ class SelectionAccessDenied(ConnectError):
     http_status = 403
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array" if isinstance(value, list) else "an object"
-
-
 def check_includes(value: Any) -> list[str]:
     """``value`` as a list of include patterns; ValueError naming the problem (and the bad pattern).
 
@@ -76,11 +65,11 @@ def check_includes(value: Any) -> list[str]:
     list joined with ``|`` must compile too (a global flag such as ``(?i)`` only at the start).
     """
     if not isinstance(value, list):
-        raise ValueError(f"'{INCLUDES}' must be an array of regular expressions, not {_json_type(value)}")
+        raise ValueError(f"'{INCLUDES}' must be an array of regular expressions, not {json_type(value)}")
     for index, pattern in enumerate(value):
         if not isinstance(pattern, str):
             raise ValueError(f"'{INCLUDES}'[{index}] must be a string (a regular expression), "
-                             f"not {_json_type(pattern)}")
+                             f"not {json_type(pattern)}")
     for pattern in value:
         compile_pattern_list(INCLUDES, [pattern])
     compile_pattern_list(INCLUDES, value)

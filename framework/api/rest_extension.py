@@ -141,3 +141,19 @@ class RestExtension(ABC):
 
     async def close(self) -> None:
         """Release what the extension holds; awaited once when the REST server stops. Does nothing by default."""
+
+
+def json_type(value: Any) -> str:
+    """How a JSON value's type reads in an error message ("an object", "an array", ...): for handlers
+    that check a request body."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"

@@ -13,6 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from framework.api.errors import BadRequestError
+from framework.api.rest_extension import json_type  # noqa: F401 - the routes import it from here
 from framework.rest.loggers import Loggers
 from framework.runtime.herder import Herder
 
@@ -39,21 +40,6 @@ def json_response(data: Any, *, status: int = 200, headers: dict[str, str] | Non
 def error_response(status: int, message: str, *, headers: dict[str, str] | None = None) -> web.Response:
     """Connect's error entity: ``{"error_code": status, "message": message}``."""
     return json_response({"error_code": status, "message": message}, status=status, headers=headers)
-
-
-def json_type(value: Any) -> str:
-    """How a JSON value's type reads in an error message ("an object", "an array", ...)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
 
 
 DEFAULT_MAX_BODY = 1024 * 1024
