@@ -250,6 +250,11 @@ class LoadGenerator:
         with self._lock:
             return {p: [v for _, v in _in_offset_order(records)] for p, records in self._acked.items()}
 
+    def unconfirmed(self) -> set[bytes]:
+        """Values acknowledged without an offset (librdkafka's report for a duplicate of a retried send)."""
+        with self._lock:
+            return {v for records in self._acked.values() for o, v in records if o is None}
+
     def acknowledged_offsets(self) -> dict[int, list[tuple[int | None, bytes]]]:
         """partition -> ``(offset, value)`` of every acknowledged record, in offset order.
 

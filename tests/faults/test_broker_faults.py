@@ -42,7 +42,7 @@ async def test_target_broker_killed_for_20s(scenario, broken_clusters, fault_rep
     s, topic, load = await _under_load(
         scenario, broken_clusters, "1 target broker SIGKILL 20s",
         lambda: kill_and_restart(broken_clusters.target_cluster, down_s=20))
-    counted = await s.converge(topic, load.acknowledged(), timeout=180)
+    counted = await s.converge(topic, load.acknowledged(), timeout=180, unconfirmed=load.unconfirmed())
     await s.finish(counted, fault_report, expected_lost=0, dup_bound=None, tasks=TASKS)
 
 
@@ -51,7 +51,7 @@ async def test_source_broker_killed_for_20s(scenario, broken_clusters, fault_rep
     s, topic, load = await _under_load(
         scenario, broken_clusters, "2 source broker SIGKILL 20s",
         lambda: kill_and_restart(broken_clusters.source_cluster, down_s=20))
-    counted = await s.converge(topic, load.acknowledged(), timeout=180)
+    counted = await s.converge(topic, load.acknowledged(), timeout=180, unconfirmed=load.unconfirmed())
     await s.finish(counted, fault_report, expected_lost=0, dup_bound=None, tasks=TASKS)
 
 
@@ -60,5 +60,5 @@ async def test_target_broker_stopped_for_30s(scenario, broken_clusters, fault_re
     s, topic, load = await _under_load(
         scenario, broken_clusters, "3 target broker SIGSTOP 30s",
         lambda: pause_broker(broken_clusters.target_cluster, 30))
-    counted = await s.converge(topic, load.acknowledged(), timeout=180)
+    counted = await s.converge(topic, load.acknowledged(), timeout=180, unconfirmed=load.unconfirmed())
     await s.finish(counted, fault_report, expected_lost=0, dup_bound=None, tasks=TASKS)

@@ -43,7 +43,7 @@ async def test_retention_deletes_unmirrored_records(scenario, shared_clusters, f
     load = s.load(topic, PARTITIONS, RATE)
     await asyncio.sleep(1.5)
     await asyncio.to_thread(load.settle)
-    assert (await s.converge(topic, load.acknowledged(), timeout=60)).lost == 0
+    assert (await s.converge(topic, load.acknowledged(), timeout=60, unconfirmed=load.unconfirmed())).lost == 0
 
     # stop the mirror; what is on B now is all it ever copied of the first phase
     [worker] = s.workers.workers

@@ -33,7 +33,7 @@ async def test_remote_topic_exists_with_fewer_partitions(scenario, shared_cluste
     await s.start_mirror(TASKS)
     await asyncio.sleep(3)
     await asyncio.to_thread(load.stop)
-    counted = await s.converge(topic, load.acknowledged(), timeout=60)
+    counted = await s.converge(topic, load.acknowledged(), timeout=60, unconfirmed=load.unconfirmed())
     assert await partitions_of(s.target.bootstrap_servers, s.remote(topic)) == [0, 1, 2, 3]
     await s.finish(counted, fault_report, expected_lost=0, dup_bound=GRACEFUL_DUP_BOUND, tasks=TASKS)
 
@@ -54,7 +54,7 @@ async def test_partitions_added_to_source_under_load(scenario, shared_clusters, 
     await asyncio.sleep(4)
     await asyncio.to_thread(load.stop)
     assert not load.errors, load.errors[:5]
-    counted = await s.converge(topic, load.acknowledged(), timeout=60)
+    counted = await s.converge(topic, load.acknowledged(), timeout=60, unconfirmed=load.unconfirmed())
     assert set(load.acknowledged()) == {0, 1, 2, 3}
     assert await partitions_of(s.target.bootstrap_servers, s.remote(topic)) == [0, 1, 2, 3]
     await s.finish(counted, fault_report, expected_lost=0, dup_bound=GRACEFUL_DUP_BOUND, tasks=TASKS)
@@ -110,7 +110,7 @@ async def test_consumer_subscribed_to_remote_topic_before_it_exists(scenario, sh
         await s.start_mirror(TASKS)
         await asyncio.sleep(3)
         await asyncio.to_thread(load.stop)
-        counted = await s.converge(topic, load.acknowledged(), timeout=60)
+        counted = await s.converge(topic, load.acknowledged(), timeout=60, unconfirmed=load.unconfirmed())
         print(f"the subscribed application received {subscriber.received} records")
     finally:
         await asyncio.to_thread(subscriber.close)
@@ -131,7 +131,7 @@ async def test_source_topic_deleted_and_recreated(scenario, shared_clusters, fau
     old = s.load(topic, 3, RATE)
     await asyncio.sleep(1)
     await asyncio.to_thread(old.stop)
-    await s.converge(topic, old.acknowledged(), timeout=60)
+    await s.converge(topic, old.acknowledged(), timeout=60, unconfirmed=old.unconfirmed())
     admin = AdminClient({"bootstrap.servers": s.source.bootstrap_servers})
     for future in admin.delete_topics([topic]).values():
         await asyncio.to_thread(future.result, 30)
@@ -149,5 +149,5 @@ async def test_source_topic_deleted_and_recreated(scenario, shared_clusters, fau
     await asyncio.sleep(3)
     await asyncio.to_thread(new.stop)
     assert not new.errors, new.errors[:5]
-    counted = await s.converge(topic, new.acknowledged(), timeout=60)
+    counted = await s.converge(topic, new.acknowledged(), timeout=60, unconfirmed=new.unconfirmed())
     await s.finish(counted, fault_report, expected_lost=0, dup_bound=GRACEFUL_DUP_BOUND, tasks=TASKS)
