@@ -7,6 +7,7 @@ to a log file per worker, shown when a test fails.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -118,6 +119,23 @@ class WorkerCluster:
                 worker.proc.send_signal(signal.SIGTERM)
         for worker in self.workers:
             self.stop(worker)
+
+    async def wait_healthy(self, timeout: float = 60.0) -> None:
+        """Wait until every live worker answers ``GET /health`` with 200 (joined, holds an assignment)."""
+        for worker in self.running():
+            async with Rest(worker.url) as rest:
+                deadline = time.monotonic() + timeout
+                while True:
+                    assert worker.proc is not None and worker.proc.poll() is None, \
+                        f"worker {worker.worker_id} exited\n{self.logs()}"
+                    try:
+                        if (await rest.call("GET", "/health"))[0] == 200:
+                            break
+                    except OSError:
+                        pass
+                    assert time.monotonic() < deadline, \
+                        f"worker {worker.worker_id} never became healthy\n{self.logs()}"
+                    await asyncio.sleep(0.25)
 
     def logs(self) -> str:
         """The tail of every worker's log, for failure messages."""

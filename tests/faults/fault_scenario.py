@@ -118,20 +118,7 @@ class Scenario:
 
     async def wait_healthy(self, timeout: float = 60.0) -> None:
         """Wait until every live worker answers /health with 200."""
-        for worker in self.workers.running():
-            async with Rest(worker.url) as rest:
-                deadline = time.monotonic() + timeout
-                while True:
-                    assert worker.proc is not None and worker.proc.poll() is None, \
-                        f"worker {worker.worker_id} exited\n{self.workers.logs()}"
-                    try:
-                        if (await rest.call("GET", "/health"))[0] == 200:
-                            break
-                    except OSError:
-                        pass
-                    assert time.monotonic() < deadline, \
-                        f"worker {worker.worker_id} never became healthy\n{self.workers.logs()}"
-                    await asyncio.sleep(0.25)
+        await self.workers.wait_healthy(timeout)
 
     async def start_mirror(self, tasks: int, tasks_max: int | None = None, **overrides) -> dict:
         """Create the MirrorSource connector and wait until it runs ``tasks`` tasks."""

@@ -46,24 +46,6 @@ def worker_cluster(cluster_a, unique_name, tmp_path):
         print(cluster.logs()[-6000:])
 
 
-async def wait_healthy(cluster: WorkerCluster, timeout: float = 60.0) -> None:
-    """Wait until every running worker's /health says healthy (joined and assigned)."""
-    for worker in cluster.running():
-        async with Rest(worker.url) as rest:
-            deadline = time.monotonic() + timeout
-            while True:
-                assert worker.proc is not None and worker.proc.poll() is None, \
-                    f"worker {worker.worker_id} exited\n{cluster.logs()}"
-                try:
-                    status, body = await rest.call("GET", "/health")
-                    if status == 200:
-                        break
-                except OSError:
-                    pass
-                assert time.monotonic() < deadline, f"worker {worker.worker_id} never became healthy\n{cluster.logs()}"
-                await asyncio.sleep(0.25)
-
-
 def sequence_connector(name: str, topic: str, tasks: int, **overrides) -> dict:
     """A SequenceSource connector with one stream per task."""
     return {"name": name, "config": {"connector.class": "SequenceSource", "topic": topic, "streams": str(tasks),
@@ -91,7 +73,7 @@ async def assert_no_overlap(cluster: WorkerCluster, connector: str, killed: dict
 async def test_tasks_spread_rebalance_on_join_and_move_on_graceful_stop(worker_cluster, unique_name, cluster_a):
     """3 workers x 6 tasks = 2 each; a 4th joins and takes its share; one stops and its tasks move."""
     cluster = worker_cluster(3)
-    await wait_healthy(cluster)
+    await cluster.wait_healthy()
     name, topic = unique_name("seq"), unique_name("out")
     await create_topic(cluster_a.bootstrap_servers, topic, 3)
     async with Rest(cluster.workers[0].url) as rest:
@@ -119,7 +101,7 @@ async def test_tasks_spread_rebalance_on_join_and_move_on_graceful_stop(worker_c
 async def test_rest_on_every_worker(worker_cluster, unique_name, cluster_a):
     """Writes through any worker reach the leader; reads and statuses agree on every worker."""
     cluster = worker_cluster(3)
-    await wait_healthy(cluster)
+    await cluster.wait_healthy()
     name = unique_name("seq")
     topic = unique_name("out")
     await create_topic(cluster_a.bootstrap_servers, topic, 2)
@@ -186,7 +168,7 @@ async def test_rest_on_every_worker(worker_cluster, unique_name, cluster_a):
 async def test_whole_cluster_restart_resumes_from_committed_offsets(worker_cluster, unique_name, cluster_a):
     """Every worker stopped, then started again: the connector comes back and continues each stream exactly."""
     cluster = worker_cluster(2)
-    await wait_healthy(cluster)
+    await cluster.wait_healthy()
     name, topic = unique_name("seq"), unique_name("out")
     await create_topic(cluster_a.bootstrap_servers, topic, 3)
     async with Rest(cluster.workers[0].url) as rest:
@@ -198,7 +180,7 @@ async def test_whole_cluster_restart_resumes_from_committed_offsets(worker_clust
     before = _sequences(await read_all(cluster_a.bootstrap_servers, topic))
     for worker in cluster.workers:
         cluster.start(worker)
-    await wait_healthy(cluster)
+    await cluster.wait_healthy()
     async with Rest(cluster.workers[1].url) as rest:
         config = (await rest.call("GET", f"/connectors/{name}/config"))[1]
         assert config["topic"] == topic and config["tasks.max"] == "4"
@@ -234,7 +216,7 @@ async def test_sigkill_worker_mirror_source_moves_tasks_and_loses_nothing(
     timeout plus a few seconds, and every source record reaches the target (duplicates counted)."""
     cluster = worker_cluster(3, bootstrap=cluster_b.bootstrap_servers)
     session_timeout_s = 6.0
-    await wait_healthy(cluster)
+    await cluster.wait_healthy()
     prefix = unique_name("dk")
     topic = f"{prefix}-stream"
     partitions, total = 6, 24_000
@@ -292,7 +274,7 @@ async def test_topics_created_while_the_cluster_rebalances_are_mirrored(worker_c
     stays on its worker (sticky assignment) never published it: the new topic was never mirrored.
     Here workers join and leave while new source topics appear, at several offsets in time."""
     cluster = worker_cluster(2, bootstrap=cluster_b.bootstrap_servers)
-    await wait_healthy(cluster)
+    await cluster.wait_healthy()
     prefix = unique_name("rb")
     await create_topic(cluster_a.bootstrap_servers, f"{prefix}-0", 2)
     name = unique_name("mirror")

@@ -50,22 +50,6 @@ def worker_cluster(cluster_b, unique_name, tmp_path):
         print(cluster.logs()[-6000:])
 
 
-async def wait_healthy(cluster: WorkerCluster, timeout: float = 60.0) -> None:
-    """Until every worker's /health is 200 (joined its group, holds an assignment)."""
-    for worker in cluster.workers:
-        async with Rest(worker.url) as rest:
-            deadline = time.monotonic() + timeout
-            while True:
-                assert worker.proc is not None and worker.proc.poll() is None, cluster.logs()
-                try:
-                    if (await rest.call("GET", "/health"))[0] == 200:
-                        break
-                except OSError:
-                    pass
-                assert time.monotonic() < deadline, f"worker {worker.worker_id} never became healthy"
-                await asyncio.sleep(0.25)
-
-
 async def mirrorline(*args: str) -> tuple[int, str, str]:
     """Run ``mirrorline mirroring ARGS`` as a user would; (exit code, stdout, stderr)."""
     proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "framework.cli.main", "mirroring", *args,
@@ -97,7 +81,7 @@ async def test_selection_changes_mirroring_on_a_worker_cluster_without_restarts(
     t1 = await make_topic(cluster_a, partitions=2, prefix="sel1")
     t2 = await make_topic(cluster_a, partitions=2, prefix="sel2")
     cluster = worker_cluster(2)
-    await wait_healthy(cluster)
+    await cluster.wait_healthy()
     name = unique_name("mirror")
     config = flow_config(topics=t1, tasks_max=1, refresh_topics_interval_seconds=REFRESH_S,
                          heartbeats_replication_enabled="false")  # so that [""] leaves no topic at all
