@@ -23,18 +23,21 @@ KAFKA_VERSION = "4.3.1"
 LOG4J_VERSION = "2.24.3"
 SLF4J_VERSION = "2.0.17"
 
-_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+
+def _pom(artifact_id: str, kafka_artifacts: list[str], version: str) -> str:
+    """A ``pom.xml`` whose runtime dependencies are the given Kafka artifacts plus a logging binding."""
+    kafka = "".join(f"    <dependency><groupId>org.apache.kafka</groupId><artifactId>{a}</artifactId>"
+                    f"<version>{version}</version></dependency>\n" for a in kafka_artifacts)
+    return f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>io.mirrorline</groupId>
-  <artifactId>local-kafka</artifactId>
-  <version>{kafka}</version>
+  <artifactId>{artifact_id}</artifactId>
+  <version>{version}</version>
   <dependencies>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>{kafka}</version></dependency>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>{kafka}</version></dependency>
-    <!-- Kafka's POMs carry only slf4j-api; without a binding the broker logs nothing. -->
-    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-api</artifactId><version>{slf4j}</version></dependency>
-    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j2-impl</artifactId><version>{log4j}</version></dependency>
-    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId><version>{log4j}</version></dependency>
+{kafka}    <!-- Kafka's POMs carry only slf4j-api; without a binding Kafka logs nothing. -->
+    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-api</artifactId><version>{SLF4J_VERSION}</version></dependency>
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j2-impl</artifactId><version>{LOG4J_VERSION}</version></dependency>
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId><version>{LOG4J_VERSION}</version></dependency>
   </dependencies>
 </project>
 """
@@ -83,7 +86,21 @@ def resolve_kafka_classpath(cache_dir: Path | None = None, version: str = KAFKA_
 
     Raises LocalKafkaError naming the cause when Maven is missing or the download fails.
     """
-    base = (cache_dir or default_cache_dir()) / f"kafka-{version}"
+    return _resolve(cache_dir, f"kafka-{version}", _pom("local-kafka", ["kafka_2.13", "kafka-tools"], version), f"Apache Kafka {version}")
+
+
+def resolve_mm2_classpath(cache_dir: Path | None = None, version: str = KAFKA_VERSION) -> Path:
+    """The jars of Java MirrorMaker 2 (``connect-mirror``) at the brokers' Kafka version, downloaded on first use.
+
+    For side-by-side benchmarks and compatibility checks against the real MM2
+    (``java -cp '<dir>/*' org.apache.kafka.connect.mirror.MirrorMaker mm2.properties``).
+    """
+    return _resolve(cache_dir, f"connect-mirror-{version}",
+                    _pom("java-mm2", ["connect-mirror"], version), f"Apache Kafka's connect-mirror {version}")
+
+
+def _resolve(cache_dir: Path | None, name: str, pom: str, what: str) -> Path:
+    base = (cache_dir or default_cache_dir()) / name
     libs = base / "libs"
     marker = base / "complete"
     if marker.exists():
@@ -93,15 +110,15 @@ def resolve_kafka_classpath(cache_dir: Path | None = None, version: str = KAFKA_
     with open(base / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not marker.exists():
-            _download(base, libs, version)
+            _download(base, libs, pom, what)
     return libs
 
 
-def _download(base: Path, libs: Path, version: str) -> None:
+def _download(base: Path, libs: Path, pom: str, what: str) -> None:
     mvn = require_tool("mvn", "it fetches Apache Kafka from Maven Central (Debian: apt-get install maven)")
     staging = base / "libs.partial"
     shutil.rmtree(staging, ignore_errors=True)
-    (base / "pom.xml").write_text(_POM.format(kafka=version, log4j=LOG4J_VERSION, slf4j=SLF4J_VERSION))
+    (base / "pom.xml").write_text(pom)
     cmd = [mvn, "-B", "-q", "-f", str(base / "pom.xml"), "dependency:copy-dependencies",
            "-DincludeScope=runtime", f"-DoutputDirectory={staging}"]
     result = subprocess.run(cmd, capture_output=True, text=True)
@@ -110,8 +127,8 @@ def _download(base: Path, libs: Path, version: str) -> None:
         errors = [line for line in output.splitlines() if "ERROR" in line]
         reason = errors[0].replace("[ERROR]", "") if errors else (output.strip() or "no output")
         raise LocalKafkaError(
-            f"could not download Apache Kafka {version} from Maven Central: {reason.strip()}"
+            f"could not download {what} from Maven Central: {reason.strip()}"
         )
     shutil.rmtree(libs, ignore_errors=True)
     staging.rename(libs)
-    (base / "complete").write_text(version + "\n")
+    (base / "complete").write_text(what + "\n")
