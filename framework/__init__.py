@@ -6,4 +6,4 @@
 __version__ = "0.1.0"
 
 # Before any Kafka client exists: our metadata requests never make a broker auto-create a topic.
-import framework.api.no_auto_create  # noqa: E402,F401
+import framework.clients.no_auto_create  # noqa: E402,F401

@@ -15,11 +15,13 @@ Other plugin-provided classes (replication policies, REST extensions) are collec
 as classes the plugins registered; the connectors that use policies check their type and
 resolve names, and REST extensions are checked here. No setting ever makes mirrorline import a
 module by name. Transforms and predicates (``register_transforms``, ``register_predicates``)
-resolve by name like connectors do, in their own tables (:class:`NamedClasses`).
+resolve by name like connectors do, in their own tables (:class:`NamedClasses`), and so do
+converters (``register_converters``: a class may be a ``Converter``, a ``HeaderConverter`` or both).
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib.metadata
 import logging
 import traceback
@@ -44,6 +46,20 @@ class PluginLoadFailure:
     entry_point: str
     distribution: str
     error: str
+
+
+class UnknownHookError(NameError):
+    """A plugin implements (``@hookimpl``) a hook no specification declares: most likely a misspelt name."""
+
+    def __init__(self, hooks: list[str]):
+        known = sorted(name for name, obj in vars(hookspecs).items()
+                       if callable(obj) and getattr(obj, "mirrorline_spec", None) is not None)
+        hints = []
+        for hook in hooks:
+            close = difflib.get_close_matches(hook, known, n=1)
+            hints.append(f"{hook} (did you mean {close[0]}?)" if close else hook)
+        super().__init__(f"unknown hook(s) {', '.join(hints) or '?'}: no mirrorline hook has that name "
+                         f"(known hooks: {', '.join(known)}); the plugin is not loaded")
 
 
 def full_name(cls: type) -> str:
@@ -74,6 +90,8 @@ class PluginRegistry:
         self._rest_extensions: list[type[RestExtension]] = []
         self._transforms = NamedClasses("transformation")
         self._predicates = NamedClasses("predicate")
+        self._converters = NamedClasses("converter")
+        self._header_converters = NamedClasses("header converter")
 
     @classmethod
     def discover(cls, extra_plugins: tuple[object, ...] = ()) -> PluginRegistry:
@@ -85,8 +103,30 @@ class PluginRegistry:
             registry._load_entry_point(entry_point)
         for plugin in extra_plugins:
             pm.register(plugin)
+        registry._reject_unknown_hooks()
         registry.refresh()
         return registry
+
+    def _reject_unknown_hooks(self) -> None:
+        """Unregister, as a load failure naming it, every plugin with an ``@hookimpl`` that matches no hook.
+
+        pluggy's ``check_pending()`` finds them (a misspelt hook name would otherwise be ignored in
+        silence); ``@hookimpl(optionalhook=True)`` opts out, for hooks of optional other plugins.
+        """
+        while True:
+            try:
+                self.pm.check_pending()
+                return
+            except pluggy.PluginValidationError as exc:
+                plugin = exc.plugin
+                name = self.pm.get_name(plugin) or repr(plugin)
+                where, dist = self._origins.get(name, (name, name))
+                unknown = sorted(hook for hook in vars(self.pm.hook)
+                                 if not getattr(self.pm.hook, hook).has_spec()
+                                 and any(impl.plugin is plugin for impl in getattr(self.pm.hook, hook).get_hookimpls()))
+                self.pm.unregister(plugin)
+                self._origins.pop(name, None)
+                self._load_failures.append(self._fail(where, dist, UnknownHookError(unknown)))
 
     def _load_entry_point(self, entry_point: importlib.metadata.EntryPoint) -> None:
         dist = entry_point.dist.name if entry_point.dist else "unknown distribution"
@@ -123,6 +163,8 @@ class PluginRegistry:
         self._collect_rest_extensions()
         self._collect_config_providers()
         self._collect_transforms()
+        self._collect_converters()
+        self._collect_jobs()
         for where, dist, classes in self._each_plugin("register_connectors"):
             for connector_class in classes:
                 if not (isinstance(connector_class, type) and issubclass(connector_class, Connector)):
@@ -131,16 +173,22 @@ class PluginRegistry:
                 self._add(connector_class)
 
     def _each_plugin(self, hook: str):
-        """``(where, distribution, results)`` of every plugin implementing ``hook``; a plugin whose
-        hook raises is recorded as a load failure and skipped, so the others still count."""
-        for plugin in self.pm.get_plugins():
-            impl = getattr(plugin, hook, None)
-            if impl is None:
-                continue
+        """``(where, distribution, results)`` of every plugin implementing ``hook``, in registration order.
+
+        Each plugin's implementation is called through pluggy (``pm.hook.<hook>``, narrowed to that
+        plugin with ``subset_hook_caller``), so results stay attributable: a plugin whose hook raises
+        is recorded as a load failure and skipped, and the others still count.
+        """
+        caller = getattr(self.pm.hook, hook)
+        impls = caller.get_hookimpls()
+        plugins = [impl.plugin for impl in impls if not impl.hookwrapper and not impl.wrapper]
+        for plugin in plugins:
+            others = [p for p in self.pm.get_plugins() if p is not plugin]
             name = self.pm.get_name(plugin) or repr(plugin)
             where, dist = self._origins.get(name, (name, name))
             try:
-                results = list(impl() or [])
+                results = [item for result in self.pm.subset_hook_caller(hook, remove_plugins=others)()
+                           for item in (result or [])]
             except Exception as exc:
                 self._fail(f"{where}.{hook}", dist, exc)
                 continue
@@ -195,6 +243,57 @@ class PluginRegistry:
                         self._fail(where, dist, TypeError(f"{plugin_class!r} is not a {base.__name__} subclass"))
                     else:
                         table.add(plugin_class)
+
+    def _collect_converters(self) -> None:
+        from framework.api.converters import Converter, HeaderConverter
+
+        self._converters = NamedClasses("converter")
+        self._header_converters = NamedClasses("header converter")
+        for where, dist, classes in self._each_plugin("register_converters"):
+            for plugin_class in classes:
+                kinds = [table for base, table in ((Converter, self._converters),
+                                                   (HeaderConverter, self._header_converters))
+                         if isinstance(plugin_class, type) and issubclass(plugin_class, base)]
+                if not kinds:
+                    self._fail(where, dist, TypeError(f"{plugin_class!r} is neither a Converter nor a "
+                                                      f"HeaderConverter subclass"))
+                for table in kinds:
+                    table.add(plugin_class)
+
+    @property
+    def converters(self) -> NamedClasses:
+        """The key/value converter classes plugins registered (``register_converters``), by name."""
+        return self._converters
+
+    @property
+    def header_converters(self) -> NamedClasses:
+        """The header converter classes plugins registered (``register_converters``), by name."""
+        return self._header_converters
+
+    def _collect_jobs(self) -> None:
+        from framework.api.jobs import Job
+
+        self._jobs: dict[str, type] = {}
+        for where, dist, classes in self._each_plugin("register_jobs"):
+            for job_class in classes:
+                if not (isinstance(job_class, type) and issubclass(job_class, Job)):
+                    self._fail(where, dist, TypeError(f"{job_class!r} is not a Job subclass"))
+                elif job_class.name in self._jobs and self._jobs[job_class.name] is not job_class:
+                    self._fail(where, dist, NameError(f"job name {job_class.name!r} is already taken by "
+                                                      f"{full_name(self._jobs[job_class.name])}"))
+                else:
+                    self._jobs[job_class.name] = job_class
+
+    def jobs(self) -> dict[str, type]:
+        """The bulk job classes plugins registered (``register_jobs``), by job name, sorted."""
+        return dict(sorted(getattr(self, "_jobs", {}).items()))
+
+    def job_class(self, name: str) -> type:
+        """The job class registered as ``name``; NotFoundError listing the known jobs otherwise."""
+        jobs = self.jobs()
+        if name not in jobs:
+            raise NotFoundError(f"no job named {name!r} is installed; installed jobs: {', '.join(jobs) or 'none'}")
+        return jobs[name]
 
     @property
     def transforms(self) -> NamedClasses:

@@ -88,8 +88,9 @@ class MirrorCheckpointConnector(SourceConnector):
         source, target = config[SOURCE_CLUSTER_ALIAS], config[TARGET_CLUSTER_ALIAS]
         flow = f"{source}->{target}|{self.context.name}"
         self.group_filter, self.topic_filter = GroupFilter(originals), TopicFilter(originals)
-        self.source_admin = admin_client(originals, "source", f"{flow}|checkpoint-source-admin")
-        self.target_admin = admin_client(originals, "target", f"{flow}|checkpoint-target-admin")
+        clients = self.context.clients
+        self.source_admin = admin_client(clients, originals, "source", f"{flow}|checkpoint-source-admin")
+        self.target_admin = admin_client(clients, originals, "target", f"{flow}|checkpoint-target-admin")
         await connect_admin(self.source_admin, originals, "source")
         await connect_admin(self.target_admin, originals, "target")
         try:
@@ -105,7 +106,8 @@ class MirrorCheckpointConnector(SourceConnector):
                 log.warning("Could not create checkpoints topic %s (error %s); assuming it exists", name, error_code)
         self.groups = await find_groups(self.source_admin, self.group_filter, self.topic_filter)
         if config["refresh.groups.enabled"]:
-            self._loop = asyncio.create_task(self._refresh_loop(config["refresh.groups.interval.seconds"]))
+            self._loop = self.context.run_in_background(self._refresh_loop(config["refresh.groups.interval.seconds"]),
+                                                        "refresh-groups")
 
     async def _refresh_loop(self, interval_s: float) -> None:
         while True:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -15,9 +17,15 @@ log = logging.getLogger(__name__)
 
 
 class OffsetSyncReader:
-    """Owns a consumer on partition 0 of the offset-syncs topic and a tailing coroutine."""
+    """Owns a consumer on partition 0 of the offset-syncs topic and a tailing coroutine.
 
-    def __init__(self, consumer: AIOKafkaConsumer, topic: str, store: OffsetSyncStore):
+    ``run_in_background`` is the task context's: the tail runs as work the runtime owns, so a
+    crash fails the task instead of stopping the tail silently.
+    """
+
+    def __init__(self, consumer: AIOKafkaConsumer, topic: str, store: OffsetSyncStore,
+                 run_in_background: Callable[[Coroutine[Any, Any, Any], str], asyncio.Task]):
+        self._run_in_background = run_in_background
         self._consumer = consumer
         self._tp = TopicPartition(topic, 0)
         self.store = store
@@ -34,7 +42,7 @@ class OffsetSyncReader:
         await self._consumer.start()
         await read_to_end(self._consumer, self._tp, self._feed, timeout_s=120)
         self.store.finish_initial_read()
-        self._tail = asyncio.create_task(self._tail_loop(), name=f"tail:{self._tp.topic}")
+        self._tail = self._run_in_background(self._tail_loop(), f"tail:{self._tp.topic}")
 
     async def _tail_loop(self) -> None:
         while True:

@@ -18,7 +18,6 @@ import time
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from framework.api import RecordMetadata, SourceRecord, SourceTask
-from framework.api.kafka_admin import alter_consumer_group_offsets, describe_consumer_group_state
 
 from connectors.checkpoint import metrics
 from connectors.checkpoint.checkpoint_store import CheckpointStore
@@ -63,13 +62,14 @@ class MirrorCheckpointTask(SourceTask):
         self.step_s = min(parsed[CONSUMER_POLL_TIMEOUT_MS] / 1000, self.interval_s)
         self.checkpoints_topic = self.policy.checkpoints_topic(self.source)
         flow = f"{self.source}->{self.target}|{self.context.task_id}"
-        self.source_admin = admin_client(config, "source", f"{flow}|checkpoint-source-admin")
-        self.target_admin = admin_client(config, "target", f"{flow}|checkpoint-target-admin")
+        clients = self.context.clients
+        self.source_admin = admin_client(clients, config, "source", f"{flow}|checkpoint-source-admin")
+        self.target_admin = admin_client(clients, config, "target", f"{flow}|checkpoint-target-admin")
         await connect_admin(self.source_admin, config, "source")
         await connect_admin(self.target_admin, config, "target")
 
         self.store = CheckpointStore(set(self.groups))
-        loader = AIOKafkaConsumer(**consumer_kwargs(config, "target", f"{flow}|checkpoints-target-consumer"))
+        loader = AIOKafkaConsumer(**consumer_kwargs(clients, config, "target", f"{flow}|checkpoints-target-consumer"))
         await loader.start()
         try:
             loaded = await self.store.load(loader, self.checkpoints_topic)
@@ -80,15 +80,15 @@ class MirrorCheckpointTask(SourceTask):
         syncs_topic = self.policy.offset_syncs_topic(self.target if on_source else self.source)
         self.syncs = OffsetSyncStore(initialization_must_read_to_end=not loaded)
         self.reader = OffsetSyncReader(
-            AIOKafkaConsumer(**consumer_kwargs(config, side, f"{flow}|offset-syncs-{side}-consumer")),
-            syncs_topic, self.syncs)
+            AIOKafkaConsumer(**consumer_kwargs(clients, config, side, f"{flow}|offset-syncs-{side}-consumer")),
+            syncs_topic, self.syncs, self.context.run_in_background)
         await self.reader.start()
         self._next_emit = time.monotonic()
         self._last_emit: dict[str, float] = {}
         self._sync_loop = None
         if parsed["sync.group.offsets.enabled"]:
-            self._sync_loop = asyncio.create_task(self._sync_group_offsets_loop(
-                parsed["sync.group.offsets.interval.seconds"]))
+            self._sync_loop = self.context.run_in_background(self._sync_group_offsets_loop(
+                parsed["sync.group.offsets.interval.seconds"]), "sync-group-offsets")
         log.info("Checkpoint task %s handles %d group(s) of %s->%s", self.context.task_id, len(self.groups),
                  self.source, self.target)
 
@@ -169,7 +169,7 @@ class MirrorCheckpointTask(SourceTask):
         checkpoints = self.store.of_group(group)
         if not checkpoints:
             return {}
-        state = await describe_consumer_group_state(self.target_admin, group)
+        state = await self.context.clients.describe_consumer_group_state(self.target_admin, group)
         if state not in ("Dead", "Empty"):
             log.debug("Group %s is %s on %s; its offsets are not touched while it has members",
                       group, state, self.target)
@@ -182,7 +182,7 @@ class MirrorCheckpointTask(SourceTask):
             if existing is None or existing.offset < 0 or existing.offset < checkpoint.downstream_offset:
                 wanted[tp] = (checkpoint.downstream_offset, checkpoint.metadata)
         if wanted:
-            await alter_consumer_group_offsets(self.target_admin, group, wanted)
+            await self.context.clients.alter_consumer_group_offsets(self.target_admin, group, wanted)
             log.info("Synced %d offset(s) of group %s to %s", len(wanted), group, self.target)
         return {tp: offset for tp, (offset, _) in wanted.items()}
 

@@ -76,7 +76,7 @@ class MirrorHeartbeatConnector(SourceConnector):
         originals = {k: str(v) for k, v in config.originals.items()}
         topic = load_replication_policy(originals).heartbeats_topic()
         flow = f"{config[SOURCE_CLUSTER_ALIAS]}->{config[TARGET_CLUSTER_ALIAS]}|{self.context.name}"
-        target_admin = admin_client(originals, "target", f"{flow}|heartbeats-target-admin")
+        target_admin = admin_client(self.context.clients, originals, "target", f"{flow}|heartbeats-target-admin")
         try:
             await connect_admin(target_admin, originals, "target")
             await self._refuse_same_cluster(config, originals, flow, target_admin)
@@ -95,7 +95,7 @@ class MirrorHeartbeatConnector(SourceConnector):
     async def _refuse_same_cluster(self, config: Config, originals: dict[str, str], flow: str,
                                    target_admin: AIOKafkaAdminClient) -> None:
         try:
-            source_admin = admin_client(originals, "source", f"{flow}|heartbeats-source-admin")
+            source_admin = admin_client(self.context.clients, originals, "source", f"{flow}|heartbeats-source-admin")
         except ConfigError:  # no source.cluster.bootstrap.servers: MM2 does not require it here
             return
         try:

@@ -23,7 +23,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.structs import OffsetAndMetadata
 
-from framework.api.kafka_clients import client_kwargs
+from framework.api import KafkaClients
 
 from .clients import assign_at, read_to_end
 from .config import load_replication_policy
@@ -31,16 +31,21 @@ from .formats import Checkpoint, SchemaError
 
 
 class MirrorClient:
-    """Reads mirror metadata (heartbeats, checkpoints, remote topics) from one cluster."""
+    """Reads mirror metadata (heartbeats, checkpoints, remote topics) from one cluster.
 
-    def __init__(self, config: Mapping[str, Any]):
+    ``clients`` makes the Kafka clients: a context's or launcher's ``clients``, or, in an
+    application, ``framework.clients.runtime_clients.KAFKA_CLIENTS``.
+    """
+
+    def __init__(self, config: Mapping[str, Any], clients: KafkaClients):
         self.config = {k: str(v) for k, v in config.items()}
+        self.clients = clients
         self.policy = load_replication_policy(self.config)
         self._admin: AIOKafkaAdminClient | None = None
 
     def _kwargs(self, role: str) -> dict[str, Any]:
         props = {k: v for k, v in self.config.items() if not k.startswith("replication.policy")}
-        return client_kwargs(props, role)[0]
+        return self.clients.client_kwargs(props, role)[0]
 
     async def __aenter__(self) -> MirrorClient:
         self._admin = AIOKafkaAdminClient(**self._kwargs("admin"))
@@ -54,7 +59,7 @@ class MirrorClient:
     @property
     def admin(self) -> AIOKafkaAdminClient:
         """The started admin client (use the client as ``async with``)."""
-        assert self._admin is not None, "use MirrorClient as 'async with MirrorClient(config) as client'"
+        assert self._admin is not None, "use MirrorClient as 'async with MirrorClient(config, clients) as client'"
         return self._admin
 
     async def topics(self) -> list[str]:

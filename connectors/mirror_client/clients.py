@@ -11,16 +11,16 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from framework.api import ConfigError
-from framework.api.kafka_clients import client_kwargs
+from framework.api import ConfigError, KafkaClients
 
 from .config import (ALLOW_SAME_CLUSTER_FLOW, COMMON_CONFIG_DEF, SOURCE_CLUSTER_ALIAS, TARGET_CLUSTER_ALIAS,
                      client_props)
 
 
-def admin_client(originals: dict[str, Any], side: str, client_id: str) -> AIOKafkaAdminClient:
-    """An admin client for the source or target cluster from the connector's settings."""
-    kwargs, _ = client_kwargs({"client.id": client_id, **client_props(originals, side, "admin")}, "admin")
+def admin_client(clients: KafkaClients, originals: dict[str, Any], side: str, client_id: str) -> AIOKafkaAdminClient:
+    """An admin client for the source or target cluster from the connector's settings (``clients``:
+    the context's :class:`~framework.api.clients.KafkaClients`)."""
+    kwargs, _ = clients.client_kwargs({"client.id": client_id, **client_props(originals, side, "admin")}, "admin")
     return AIOKafkaAdminClient(**kwargs)
 
 
@@ -95,11 +95,11 @@ async def check_distinct_clusters(config: Mapping[str, Any], source_admin: AIOKa
                         str(config[TARGET_CLUSTER_ALIAS]), await cluster_id(target_admin))
 
 
-def consumer_kwargs(originals: dict[str, Any], side: str, client_id: str) -> dict[str, Any]:
+def consumer_kwargs(clients: KafkaClients, originals: dict[str, Any], side: str, client_id: str) -> dict[str, Any]:
     """aiokafka consumer arguments for the source or target cluster (no group, no auto-commit)."""
     props = {"client.id": client_id, **client_props(originals, side, "consumer"), "enable.auto.commit": "false"}
     props.pop("group.id", None)
-    kwargs, _ = client_kwargs(props, "consumer")
+    kwargs, _ = clients.client_kwargs(props, "consumer")
     return kwargs
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from framework.api import ConfigError, split_list
 
@@ -60,9 +59,11 @@ EXTRA_MM2_CONNECTOR_KEYS: frozenset[str] = frozenset({
     "tasks.max", "tasks.max.enforce", "key.converter", "value.converter", "header.converter",
     "config.action.reload", "transforms", "predicates",
 })
-#: Top-level key prefixes also copied into connector configs: Connect's ``errors.*`` settings and
-#: the per-alias ``transforms.<alias>.*`` / ``predicates.<alias>.*`` settings.
-CONNECTOR_KEY_PREFIXES: tuple[str, ...] = ("errors.", "transforms.", "predicates.")
+#: Top-level key prefixes also copied into connector configs: Connect's ``errors.*`` settings, the
+#: per-alias ``transforms.<alias>.*`` / ``predicates.<alias>.*`` settings and the converters' own
+#: settings (``value.converter.schemas.enable``...).
+CONNECTOR_KEY_PREFIXES: tuple[str, ...] = ("errors.", "transforms.", "predicates.", "key.converter.",
+                                           "value.converter.", "header.converter.")
 
 #: Connection/security keys shared by a cluster's producer, consumer and admin clients (§6.3).
 CLIENT_CONNECTION_KEYS: tuple[str, ...] = ("bootstrap.servers", "security.protocol")

@@ -34,9 +34,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAuthorizationFailedError, for_code
 
-from framework.api import ConnectError
+from framework.api import ConnectError, KafkaClients
 from framework.api.rest_extension import json_type
-from framework.api.kafka_clients import client_kwargs
 
 from .clients import admin_client, connect_admin, consumer_kwargs, read_to_end
 from .config import client_props
@@ -133,9 +132,10 @@ class TopicSelectionStore:
     then not closed here). Clients are made when first needed.
     """
 
-    def __init__(self, originals: Mapping[str, Any], client_id: str,
+    def __init__(self, clients: KafkaClients, originals: Mapping[str, Any], client_id: str,
                  admin: AIOKafkaAdminClient | None = None) -> None:
-        """Nothing connects until the first read or write."""
+        """Nothing connects until the first read or write. ``clients``: the caller's context's."""
+        self._clients = clients
         self._originals = {str(k): str(v) for k, v in originals.items()}
         self._client_id = client_id
         self._admin = admin
@@ -150,7 +150,7 @@ class TopicSelectionStore:
 
     async def _admin_client(self) -> AIOKafkaAdminClient:
         if self._admin is None:
-            admin = admin_client(self._originals, "target", self._client_id)
+            admin = admin_client(self._clients, self._originals, "target", self._client_id)
             await connect_admin(admin, self._originals, "target")
             self._admin = admin
         return self._admin
@@ -179,7 +179,7 @@ class TopicSelectionStore:
         if count == 0:
             return {}
         if self._consumer is None:
-            consumer = AIOKafkaConsumer(**consumer_kwargs(self._originals, "target", self._client_id))
+            consumer = AIOKafkaConsumer(**consumer_kwargs(self._clients, self._originals, "target", self._client_id))
             await consumer.start()
             self._consumer = consumer
         selections: dict[SelectionKey, StoredSelection | None] = {}
@@ -223,7 +223,7 @@ class TopicSelectionStore:
         if await self.partitions() == 0:
             await self._create_topic(replication_factor)
         props = {"client.id": self._client_id, **client_props(self._originals, "target", "producer")}
-        kwargs, _ = client_kwargs(props, "producer")
+        kwargs, _ = self._clients.client_kwargs(props, "producer")
         producer = AIOKafkaProducer(**{**kwargs, "acks": "all"})
         await producer.start()
         try:

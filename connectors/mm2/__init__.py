@@ -5,8 +5,20 @@ from framework.api import hookimpl
 
 @hookimpl
 def register_commands():
-    """The ``mm2``, ``offsets``, ``failover`` and ``failback`` subcommands."""
+    """The ``mm2``, ``offsets``, ``failover``, ``failback``, ``reconcile`` and ``backfill`` subcommands."""
+    from connectors.mm2.backfill import BackfillCommand
     from connectors.mm2.command import MirrorMakerCommand
     from connectors.mm2.failover import FailbackCommand, FailoverCommand, TranslateCommand
+    from connectors.mm2.reconcile_command import ReconcileCommand
 
-    return [MirrorMakerCommand(), TranslateCommand(), FailoverCommand(), FailbackCommand()]
+    return [MirrorMakerCommand(), TranslateCommand(), FailoverCommand(), FailbackCommand(), ReconcileCommand(),
+            BackfillCommand()]
+
+
+@hookimpl
+def register_jobs():
+    """The Spark jobs: ``mm2-reconcile`` (``mirrorline reconcile``) and ``backfill`` (``mirrorline backfill``)."""
+    from connectors.mm2.backfill_job import BackfillJob
+    from connectors.mm2.reconcile import ReconcileJob
+
+    return [ReconcileJob, BackfillJob]

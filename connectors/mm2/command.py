@@ -28,9 +28,8 @@ import argparse
 import asyncio
 import logging
 
-from framework.api import Command, ConfigError, WorkerLauncher, WorkerSpec
+from framework.api import Command, ConfigError, KafkaClients, WorkerLauncher, WorkerSpec
 from framework.api.configfile import load_config_file
-from framework.api.kafka_clients import security_problem
 
 from connectors.mirror_client.clients import (
     admin_client,
@@ -73,7 +72,7 @@ def worker_specs(config: MirrorMakerConfig, target_filter: list[str] | None) -> 
     return specs
 
 
-async def refuse_same_cluster_flows(flows: list[Flow]) -> None:
+async def refuse_same_cluster_flows(flows: list[Flow], clients: KafkaClients) -> None:
     """ConfigError if a flow's source and target aliases name one physical cluster (same cluster id).
 
     Asks each cluster once, with the flow's own client settings. A cluster that cannot be
@@ -87,7 +86,7 @@ async def refuse_same_cluster_flows(flows: list[Flow]) -> None:
     async def id_of(alias: str, config: dict[str, str], side: str) -> str | None:
         if alias not in ids:
             try:
-                admin = admin_client(config, side, f"mm2-cluster-id-{alias}")
+                admin = admin_client(clients, config, side, f"mm2-cluster-id-{alias}")
             except ConfigError as exc:  # e.g. a missing truststore: say which cluster's settings
                 raise ConfigError(f"cluster {alias}: {exc}") from None
             try:
@@ -98,7 +97,7 @@ async def refuse_same_cluster_flows(flows: list[Flow]) -> None:
                 # a refused login or an untrusted certificate will not pass by waiting: stop before
                 # any worker writes anything; a cluster that is down is left to the workers
                 with quiet_client_logs():
-                    problem = await security_problem(client_props(config, side, "admin"))
+                    problem = await clients.security_problem(client_props(config, side, "admin"))
                 if problem:
                     raise ConfigError(f"cluster {alias}: {problem}") from None
                 log.debug("Cluster %s did not give its id (%s); its flows are checked when they start", alias, exc)
@@ -138,7 +137,7 @@ class MirrorMakerCommand(Command):
             config = MirrorMakerConfig(props)
             specs = worker_specs(config, args.clusters)
             flows = [flow for flow in config.flows(args.clusters) if flow.name in {s.worker_id for s in specs}]
-            await refuse_same_cluster_flows(flows)
+            await refuse_same_cluster_flows(flows, launcher.clients)
         except ConfigError as exc:
             raise ConfigError(f"{args.mm2_properties}: {exc}") from None
         listeners = listeners_of(args.listeners, props)

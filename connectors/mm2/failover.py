@@ -3,7 +3,9 @@
 Both read the group's checkpoints on the target (``<source>.checkpoints.internal``), so they
 work when the source cluster is gone. With ``--source-bootstrap`` they also count exactly
 how many records the group would read again after switching (see
-:func:`connectors.mirror_client.client.reread_count`).
+:func:`connectors.mirror_client.client.reread_count`). With ``--exact`` they place the group at
+the copy of its next record, from the offset map ``mirrorline reconcile`` stored on the target
+(:mod:`connectors.mm2.reconcile_exact`): 0 re-reads, and the source may be gone.
 
 ``failover --group`` commits the translated offsets to the same group on the target
 (``failover MM2_PROPERTIES --flow A->B`` and ``failback`` move whole flows: see
@@ -23,15 +25,14 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError, NodeNotReadyError
 
-from framework.api import Command, ConnectError, WorkerLauncher
+from framework.api import Command, ConnectError, KafkaClients, WorkerLauncher
 from framework.api.configfile import load_config_file
-from framework.api.kafka_admin import alter_consumer_group_offsets, describe_consumer_group_state
-from framework.api.kafka_clients import client_kwargs
 
 from connectors.mirror_client.client import MirrorClient, reread_count
 from connectors.mirror_client.clients import quiet_client_logs
 from connectors.mirror_client.formats import Checkpoint
 from connectors.mm2.flow_failover import add_flow_arguments, run_failback, run_failover
+from connectors.mm2.reconcile_exact import exact_or_fail, load_maps
 
 
 @dataclass
@@ -42,11 +43,18 @@ class PartitionPlan:
     checkpoint: Checkpoint
     current: int | None
     reread: int | None
+    #: with --exact: the position from reconcile's offset map (else the checkpoint's is used)
+    exact: int | None = None
+
+    @property
+    def position(self) -> int:
+        """Where failover puts the group: the exact position if known, else the checkpoint's."""
+        return self.checkpoint.downstream_offset if self.exact is None else self.exact
 
     @property
     def backwards(self) -> bool:
-        """True when committing the checkpoint would move the group back."""
-        return self.current is not None and self.checkpoint.downstream_offset < self.current
+        """True when committing the position would move the group back."""
+        return self.current is not None and self.position < self.current
 
 
 def _add_common(parser: argparse.ArgumentParser, required: bool = True) -> None:
@@ -76,22 +84,27 @@ async def _reaching(side: str, bootstrap: str) -> AsyncIterator[None]:
                            f"settings, if any)") from None
 
 
-async def plan(args: argparse.Namespace) -> tuple[list[PartitionPlan], str]:
+async def plan(args: argparse.Namespace, clients: KafkaClients) -> tuple[list[PartitionPlan], str]:
     """The group's checkpoints on the target, its current offsets there, its state, and re-read counts."""
     target_props = _props(args.target_bootstrap, args.target_config)
-    async with _reaching("target", args.target_bootstrap), MirrorClient(target_props) as client:
+    async with _reaching("target", args.target_bootstrap), MirrorClient(target_props, clients) as client:
         checkpoints = await client.checkpoints(args.group, args.source)
         if not checkpoints:
             raise ConnectError(f"no checkpoints for group {args.group} from {args.source} on "
                                f"{args.target_bootstrap}: is the checkpoint connector running for this flow?")
-        state = await describe_consumer_group_state(client.admin, args.group)
+        state = await clients.describe_consumer_group_state(client.admin, args.group)
         current = {tp: om.offset for tp, om in (await client.admin.list_consumer_group_offsets(args.group)).items()
                    if om.offset >= 0}
         policy = client.policy
+    exact: dict[TopicPartition, int] = {}
+    if getattr(args, "exact", False):  # from the offset map reconcile stored on the target
+        maps = await load_maps(clients, target_props, args.source)
+        exact = exact_or_fail(maps, policy, args.source, args.group,
+                              {tp: c.upstream_offset for tp, c in checkpoints.items()})
     rereads: dict[TopicPartition, int | None] = {}
     if args.source_bootstrap:
-        source_kwargs = client_kwargs(_props(args.source_bootstrap, args.source_config), "consumer")[0]
-        target_kwargs = client_kwargs(target_props, "consumer")[0]
+        source_kwargs = clients.client_kwargs(_props(args.source_bootstrap, args.source_config), "consumer")[0]
+        target_kwargs = clients.client_kwargs(target_props, "consumer")[0]
         # earliest: should a position reset ever win over a seek, the scan restarts from the
         # beginning (and still finds the record at its real offset) instead of jumping to the end
         source = AIOKafkaConsumer(**{**source_kwargs, "auto_offset_reset": "earliest"}, enable_auto_commit=False)
@@ -106,11 +119,11 @@ async def plan(args: argparse.Namespace) -> tuple[list[PartitionPlan], str]:
                 if upstream:
                     rereads[tp] = await reread_count(source, TopicPartition(upstream, tp.partition),
                                                      checkpoint.upstream_offset, target, tp,
-                                                     checkpoint.downstream_offset)
+                                                     exact.get(tp, checkpoint.downstream_offset))
         finally:  # stopped even when start failed: an unstarted consumer still holds a client
             await source.stop()
             await target.stop()
-    plans = [PartitionPlan(tp, c, current.get(tp), rereads.get(tp)) for tp, c in checkpoints.items()]
+    plans = [PartitionPlan(tp, c, current.get(tp), rereads.get(tp), exact.get(tp)) for tp, c in checkpoints.items()]
     return plans, state
 
 
@@ -121,7 +134,7 @@ def _print(plans: list[PartitionPlan], group: str, state: str) -> None:
         reread = "n/a" if p.reread is None else str(p.reread)
         current = "-" if p.current is None else str(p.current)
         print(f"{p.tp.topic + '-' + str(p.tp.partition):<50} {p.checkpoint.upstream_offset:>10} "
-              f"{p.checkpoint.downstream_offset:>10} {current:>9} {reread:>8}")
+              f"{p.position:>10} {current:>9} {reread:>8}" + ("  (exact, offset map)" if p.exact is not None else ""))
     known = [p.reread for p in plans if p.reread is not None]
     if known:
         print(f"a consumer switching now would read {sum(known)} record(s) again and skip none")
@@ -135,11 +148,15 @@ class TranslateCommand(Command):
 
     def configure_parser(self, parser: argparse.ArgumentParser) -> None:
         actions = parser.add_subparsers(dest="offsets_action", metavar="ACTION", required=True)
-        _add_common(actions.add_parser("translate", help="print a group's positions translated for the target"))
+        translate = actions.add_parser("translate", help="print a group's positions translated for the target")
+        _add_common(translate)
+        translate.add_argument("--exact", action="store_true",
+                               help="translate with the offset map `mirrorline reconcile` stored on the target: "
+                                    "the copy of the group's next record (0 re-reads), even with the source gone")
 
     async def run(self, args: argparse.Namespace, launcher: WorkerLauncher) -> int:
         with quiet_client_logs():
-            plans, state = await plan(args)
+            plans, state = await plan(args, launcher.clients)
         _print(plans, args.group, state)
         return 0
 
@@ -171,30 +188,30 @@ class FailoverCommand(Command):
             if missing:
                 raise ConnectError(f"give an mm2.properties and --flow A->B to fail over a whole flow, or "
                                    f"{', '.join(missing)} to fail over one group")
-            return await self._failover(args)
+            return await self._failover(args, launcher.clients)
 
 
-    async def _failover(self, args: argparse.Namespace) -> int:
-        plans, state = await plan(args)
+    async def _failover(self, args: argparse.Namespace, clients: KafkaClients) -> int:
+        plans, state = await plan(args, clients)
         _print(plans, args.group, state)
         if state not in ("Empty", "Dead") and not args.force:
             raise ConnectError(f"group {args.group} is {state} on the target: stop its consumers there first "
                                f"(or pass --force)")
-        changes = {p.tp: (p.checkpoint.downstream_offset, p.checkpoint.metadata) for p in plans
+        changes = {p.tp: (p.position, p.checkpoint.metadata) for p in plans
                    if args.allow_backwards or not p.backwards}
         kept = [p for p in plans if p.backwards and not args.allow_backwards]
         for p in kept:
-            print(f"kept {p.tp.topic}-{p.tp.partition} at {p.current}: the checkpoint ({p.checkpoint.downstream_offset}) "
+            print(f"kept {p.tp.topic}-{p.tp.partition} at {p.current}: the new position ({p.position}) "
                   f"is behind it (--allow-backwards to move it)")
         if args.dry_run:
             print(f"dry run: would commit {len(changes)} offset(s) for group {args.group}; nothing changed")
             return 0
         if changes:
-            admin = AIOKafkaAdminClient(**client_kwargs(_props(args.target_bootstrap, args.target_config), "admin")[0])
+            admin = AIOKafkaAdminClient(**clients.client_kwargs(_props(args.target_bootstrap, args.target_config), "admin")[0])
             try:
                 async with _reaching("target", args.target_bootstrap):
                     await admin.start()
-                await alter_consumer_group_offsets(admin, args.group, changes)
+                await clients.alter_consumer_group_offsets(admin, args.group, changes)
             finally:
                 await admin.close()
         print(f"committed {len(changes)} offset(s) for group {args.group} on the target")

@@ -14,7 +14,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
 
-from framework.api import ConfigError, ConnectError
+from framework.api import ConfigError, ConnectError, KafkaClients
 
 from connectors.mirror_client.clients import admin_client, connect_admin, consumer_kwargs
 from connectors.mirror_client.config import client_props, load_replication_policy
@@ -54,7 +54,8 @@ class FlowEnds:
 
     ``required`` names the sides ("source", "target") that must answer; a required side that
     does not is a ConnectError naming the cluster, an optional one is left None with the
-    reason in ``unreachable``.
+    reason in ``unreachable``. ``clients`` (the command's ``launcher.clients``) makes the clients;
+    without it the flow's settings can be read but not opened.
     """
 
     config: MirrorMakerConfig
@@ -64,6 +65,7 @@ class FlowEnds:
     source: Side | None = None
     target: Side | None = None
     unreachable: dict[str, str] = field(default_factory=dict)
+    clients: KafkaClients | None = None
 
     @property
     def originals(self) -> dict[str, Any]:
@@ -94,10 +96,12 @@ class FlowEnds:
     async def _open(self, originals: dict[str, Any], side: str) -> Side:
         alias = self.source_alias if side == "source" else self.target_alias
         bootstrap = client_props(originals, side, "admin")["bootstrap.servers"]
-        admin = admin_client(originals, side, f"mirrorline-failover-{alias}")
+        if self.clients is None:
+            raise ConnectError(f"flow {self.source_alias}->{self.target_alias}: no Kafka clients to open it with")
+        admin = admin_client(self.clients, originals, side, f"mirrorline-failover-{alias}")
         # short fetch waits: every lookup re-assigns the consumer, and an in-flight fetch parked at the
         # end of a partition for the default 500 ms would delay each one
-        consumer = AIOKafkaConsumer(**{**consumer_kwargs(originals, side, f"mirrorline-failover-{alias}"),
+        consumer = AIOKafkaConsumer(**{**consumer_kwargs(self.clients, originals, side, f"mirrorline-failover-{alias}"),
                                        "auto_offset_reset": "earliest", "fetch_max_wait_ms": 10})
         try:
             await asyncio.wait_for(connect_admin(admin, originals, side), CONNECT_TIMEOUT_S)

@@ -8,8 +8,9 @@ positions and expected re-reads, and the numbered steps. Then it carries the ste
 1. with ``--stop-flow``: stop the flow's MirrorSource and MirrorCheckpoint connectors (their
    target state in the flow's config topic on B, as ``PUT /connectors/{name}/stop`` would), so
    nothing more is copied into B and no checkpoint sync touches the groups;
-2. commit each group's translated offsets on B: from MM2's checkpoints, or with ``--exact``
-   (A reachable) at the copy of each group's next unread record, found by content — 0 re-reads;
+2. commit each group's translated offsets on B: from MM2's checkpoints, or with ``--exact`` at
+   the copy of each group's next unread record — 0 re-reads — from the offset map
+   ``mirrorline reconcile`` stored on B (works with A gone), else found by content (A reachable);
 3. with ``--start-reverse-flow``: resume the B->A connectors (for the failback later).
 
 Failback reverses it once A is back: B->A must have copied B's new records to A (it waits up
@@ -32,13 +33,13 @@ import time
 
 from aiokafka import TopicPartition
 
-from framework.api import ConnectError, WorkerLauncher, WorkerSpec
+from framework.api import ConnectError, KafkaClients, WorkerLauncher, WorkerSpec
 from framework.api.configfile import load_config_file
-from framework.api.kafka_admin import alter_consumer_group_offsets, describe_consumer_group_state
 
 from connectors.mirror_client.client import reread_count
 from connectors.mirror_client.filters import TopicFilter
 from connectors.mirror_client.mm2_config import CHECKPOINT_CONNECTOR, SOURCE_CONNECTOR, MirrorMakerConfig
+from connectors.mirror_client.offset_map_store import read_maps
 
 from .flow_clients import FlowEnds, Side, parse_flow
 from .flow_plan import (
@@ -55,6 +56,7 @@ from .flow_plan import (
     mirrored_topics,
     partition_counts,
 )
+from .reconcile_exact import exact_or_fail, map_position, reconcile_hint
 
 #: Connectors a stopped flow no longer runs (its heartbeats keep going).
 FLOW_DATA_CONNECTORS = (SOURCE_CONNECTOR, CHECKPOINT_CONNECTOR)
@@ -79,8 +81,9 @@ def add_flow_arguments(parser: argparse.ArgumentParser, *, failback: bool = Fals
                             help="resume the original flow's connectors at the end")
     else:
         parser.add_argument("--exact", action="store_true",
-                            help="place groups at the copy of their next unread record (needs the source "
-                                 "cluster): 0 re-reads, where MM2's checkpoints re-read up to offset.lag.max")
+                            help="place groups at the copy of their next unread record: 0 re-reads, where "
+                                 "MM2's checkpoints re-read up to offset.lag.max (from the offset map of "
+                                 "`mirrorline reconcile`, which works with the source gone; else needs the source)")
         parser.add_argument("--stop-flow", action="store_true",
                             help="stop the flow's MirrorSource and MirrorCheckpoint connectors first")
         parser.add_argument("--start-reverse-flow", action="store_true",
@@ -114,15 +117,18 @@ async def plan_failover(args: argparse.Namespace, config: MirrorMakerConfig, end
         pairs = mirrored_topics(policy, TopicFilter(ends.originals), ends.source_alias, ends.target_alias,
                                 source_topics, target_topics)
         rpo, note = await measure_rpo(source, target, pairs, source_topics, target_topics), ""
-    if args.exact and source is None:
-        raise ConnectError(f"--exact needs cluster {ends.source_alias} to answer: {note}; run without --exact "
-                           f"to move the groups with MM2's checkpoints")
+    # --exact: reconcile's offset map first (it needs only the target), else content lookup on both clusters
+    maps = await read_maps(target.admin, target.consumer, ends.source_alias) if args.exact else {}
+    if args.exact and source is None and not maps:
+        raise ConnectError(f"--exact needs cluster {ends.source_alias} to answer, or an offset map on "
+                           f"{ends.target_alias}: {note}; {reconcile_hint(ends.source_alias)}, or run without "
+                           f"--exact to move the groups with MM2's checkpoints")
     checkpoints_topic = policy.checkpoints_topic(ends.source_alias)
     all_checkpoints = (await checkpoints_by_group(target, checkpoints_topic)
                        if checkpoints_topic in target_topics else {})
     groups = []
     for group in sorted(g for g in all_checkpoints if pattern.fullmatch(g)):
-        move = GroupMove(group, await describe_consumer_group_state(target.admin, group))
+        move = GroupMove(group, await ends.clients.describe_consumer_group_state(target.admin, group))
         current = await committed(target, group)
         on_source = await committed(source, group) if source is not None else {}
         for tp, checkpoint in all_checkpoints[group].items():
@@ -130,9 +136,16 @@ async def plan_failover(args: argparse.Namespace, config: MirrorMakerConfig, end
             origin = TopicPartition(upstream, tp.partition) if upstream else None
             part = PartitionMove(tp, origin, checkpoint.upstream_offset, checkpoint.downstream_offset,
                                  current.get(tp), checkpoint.metadata)
-            if source is not None and origin is not None:
-                await _place_exactly(part, source, target, on_source.get(origin, checkpoint.upstream_offset),
-                                     use=args.exact)
+            if args.exact and source is None:  # the map alone; a position it does not cover is an error
+                exact = exact_or_fail(maps, policy, ends.source_alias, group, {tp: checkpoint.upstream_offset})[tp]
+                part.position, part.how, part.rereads = exact, "map", 0
+            elif source is not None and origin is not None:
+                position = on_source.get(origin, checkpoint.upstream_offset)
+                by_map = map_position(maps, policy, ends.source_alias, tp, position)[0] if args.exact else None
+                if by_map is not None:
+                    part.origin_position, part.position, part.how, part.rereads = position, by_map, "map", 0
+                else:
+                    await _place_exactly(part, source, target, position, use=args.exact)
             move.partitions.append(part)
         groups.append(move)
     plan = FlowPlan("Failover", ends.source_alias, ends.target_alias, rpo, note, groups)
@@ -208,7 +221,7 @@ async def plan_failback(args: argparse.Namespace, config: MirrorMakerConfig, end
         on_b = await committed(b, group)
         if not on_b:
             continue
-        move = GroupMove(group, await describe_consumer_group_state(a.admin, group))
+        move = GroupMove(group, await ends.clients.describe_consumer_group_state(a.admin, group))
         on_a = await committed(a, group)
         for tp, position in sorted(on_b.items()):
             if policy.topic_source(tp.topic) == ends.source_alias:
@@ -254,14 +267,14 @@ async def _wait_for_reverse_copy(b: Side, a: Side, pairs, b_topics, wait_seconds
 # --------------------------------------------------------------------------- carrying it out
 
 
-async def commit_groups(plan: FlowPlan, destination: Side, allow_backwards: bool) -> None:
+async def commit_groups(clients: KafkaClients, plan: FlowPlan, destination: Side, allow_backwards: bool) -> None:
     """Commit every group's planned offsets on the destination, printing what each step did."""
     for move in plan.groups:
         changes = move.changes(allow_backwards)
         if not changes:
             print(f"group {move.group}: unchanged on {plan.destination}")
             continue
-        await alter_consumer_group_offsets(destination.admin, move.group, changes)
+        await clients.alter_consumer_group_offsets(destination.admin, move.group, changes)
         print(f"committed {len(changes)} offset(s) for group {move.group} on {plan.destination}")
 
 
@@ -293,7 +306,7 @@ async def set_flow_state(launcher: WorkerLauncher, config: MirrorMakerConfig, so
 async def run_failover(args: argparse.Namespace, launcher: WorkerLauncher) -> int:
     """``mirrorline failover MM2_PROPERTIES --flow A->B``: plan, print, then carry out."""
     config, source, target = load(args)
-    async with FlowEnds(config, source, target, required=("target",)) as ends:
+    async with FlowEnds(config, source, target, required=("target",), clients=launcher.clients) as ends:
         plan = await plan_failover(args, config, ends)
         print(format_plan(plan))
         refuse_active(plan, args.force)
@@ -304,7 +317,7 @@ async def run_failover(args: argparse.Namespace, launcher: WorkerLauncher) -> in
         if args.stop_flow:
             await set_flow_state(launcher, config, source, target, "STOPPED")
         assert ends.target is not None
-        await commit_groups(plan, ends.target, args.allow_backwards)
+        await commit_groups(launcher.clients, plan, ends.target, args.allow_backwards)
         if args.start_reverse_flow:
             await set_flow_state(launcher, config, target, source, "STARTED")
     print(f"failover of {source}->{target} done")
@@ -314,7 +327,7 @@ async def run_failover(args: argparse.Namespace, launcher: WorkerLauncher) -> in
 async def run_failback(args: argparse.Namespace, launcher: WorkerLauncher) -> int:
     """``mirrorline failback MM2_PROPERTIES --flow A->B``: groups back from B to A, plan first."""
     config, source, target = load(args)
-    async with FlowEnds(config, source, target, required=("source", "target")) as ends:
+    async with FlowEnds(config, source, target, required=("source", "target"), clients=launcher.clients) as ends:
         reverse = FlowEnds(config, target, source)
         plan = await plan_failback(args, config, ends, reverse)
         print(format_plan(plan))
@@ -332,7 +345,7 @@ async def run_failback(args: argparse.Namespace, launcher: WorkerLauncher) -> in
         if args.stop_reverse_flow:
             await set_flow_state(launcher, config, target, source, "STOPPED")
         assert ends.source is not None
-        await commit_groups(plan, ends.source, args.allow_backwards)
+        await commit_groups(launcher.clients, plan, ends.source, args.allow_backwards)
         if args.resume_flow:
             await set_flow_state(launcher, config, source, target, "STARTED")
     print(f"failback of {source}->{target} done: groups are back on {source}")

@@ -35,15 +35,14 @@ from collections.abc import Callable, Iterable
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import ClusterAuthorizationFailedError, SecurityDisabled
 
-from framework.api.kafka_admin import (
+from framework.api.clients import (
     AclBinding,
     AclFilter,
     AclOperation,
     AclPermissionType,
+    KafkaClients,
     PatternType,
     ResourceType,
-    create_acls,
-    describe_acls,
 )
 
 from connectors.mirror_client.policies import ReplicationPolicy
@@ -117,9 +116,10 @@ class TopicAclSync:
     context's, to show a condition in the connector's status.
     """
 
-    def __init__(self, source_admin: AIOKafkaAdminClient, target_admin: AIOKafkaAdminClient, source_alias: str,
-                 target_alias: str, policy: ReplicationPolicy, should_replicate: Callable[[str], bool],
-                 report_warning: Callable[[str], None]):
+    def __init__(self, clients: KafkaClients, source_admin: AIOKafkaAdminClient, target_admin: AIOKafkaAdminClient,
+                 source_alias: str, target_alias: str, policy: ReplicationPolicy,
+                 should_replicate: Callable[[str], bool], report_warning: Callable[[str], None]):
+        self.clients = clients
         self.source_admin = source_admin
         self.target_admin = target_admin
         self.source_alias = source_alias
@@ -136,7 +136,7 @@ class TopicAclSync:
     async def sync_topic_acls(self) -> None:
         """Describe the source's topic ACLs, translate them, and create the ones the target lacks."""
         try:
-            source_acls = await describe_acls(self.source_admin, _TOPIC_ACLS)
+            source_acls = await self.clients.describe_acls(self.source_admin, _TOPIC_ACLS)
         except SecurityDisabled:
             self._once("source-no-authorizer", logging.INFO,
                        f"Source cluster {self.source_alias} runs no authorizer: there are no topic ACLs to sync")
@@ -154,8 +154,8 @@ class TopicAclSync:
         if not wanted:
             return
         try:
-            missing = missing_acls(wanted, await describe_acls(self.target_admin, _TOPIC_ACLS))
-            failures = await create_acls(self.target_admin, missing) if missing else []
+            missing = missing_acls(wanted, await self.clients.describe_acls(self.target_admin, _TOPIC_ACLS))
+            failures = await self.clients.create_acls(self.target_admin, missing) if missing else []
         except SecurityDisabled:
             self._once("target-no-authorizer", logging.WARNING,
                        f"Target cluster {self.target_alias} runs no authorizer: the {len(wanted)} topic ACL(s) "

@@ -26,7 +26,7 @@ from typing import Any
 
 import aiohttp
 
-from framework.api import Command, ConfigError, ConnectError, WorkerLauncher
+from framework.api import Command, ConfigError, ConnectError, KafkaClients, WorkerLauncher
 from framework.api.configfile import load_config_file
 
 from connectors.mirror_client.clients import quiet_client_logs
@@ -109,7 +109,7 @@ class MirroringCommand(Command):
                 raise ConfigError("give either --url or MM2_PROPERTIES --flow SOURCE->TARGET, not both")
             body = await _over_rest(args, action, includes)
         else:
-            body = await _on_flow(args, action, includes)
+            body = await _on_flow(args, action, includes, launcher.clients)
         print(json.dumps(body, indent=2, ensure_ascii=False))
         return 0
 
@@ -153,7 +153,7 @@ async def _over_rest(args: argparse.Namespace, action: str, includes: list[str] 
     return data
 
 
-async def _on_flow(args: argparse.Namespace, action: str, includes: list[str] | None) -> Any:
+async def _on_flow(args: argparse.Namespace, action: str, includes: list[str] | None, clients: KafkaClients) -> Any:
     """Carry ``action`` out on the selection store of an mm2.properties flow, with no worker involved."""
     if args.mm2_properties is None:
         raise ConfigError("say where: --url http://worker:8083, or MM2_PROPERTIES --flow SOURCE->TARGET")
@@ -168,7 +168,7 @@ async def _on_flow(args: argparse.Namespace, action: str, includes: list[str] | 
     if referenced:
         raise ConfigError(f"the settings of cluster {target} use config-provider references ({', '.join(referenced)}), "
                           f"which this command does not resolve yet: give it a copy of the file with the values")
-    mirror = MirrorTarget(connector_config.get("name", SOURCE_CONNECTOR), connector_config)
+    mirror = MirrorTarget(connector_config.get("name", SOURCE_CONNECTOR), connector_config, clients)
     with quiet_client_logs():
         if action == "get":
             return selection_body({mirror.name: await read_selection(mirror)})
@@ -176,7 +176,7 @@ async def _on_flow(args: argparse.Namespace, action: str, includes: list[str] | 
             return selection_body({mirror.name: await write_selection(mirror, includes)})
         topic = config.worker_config(source, target)["config.storage.topic"]
         try:
-            task_configs = await read_task_configs(connector_config, topic, mirror.name)
+            task_configs = await read_task_configs(clients, connector_config, topic, mirror.name)
         except ConnectError:
             raise
         except Exception as exc:  # noqa: BLE001 - Kafka client errors, as one line

@@ -18,7 +18,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import for_code
 
-from framework.api import ConnectError
+from framework.api import ConnectError, KafkaClients
 
 from connectors.mirror_client.clients import admin_client, connect_admin, consumer_kwargs, read_to_end
 
@@ -54,7 +54,8 @@ class TaskConfigReader:
             self.task_configs = [buffered[i] for i in range(count)] if complete else []
 
 
-async def read_task_configs(originals: Mapping[str, Any], topic: str, connector: str) -> list[dict[str, str]]:
+async def read_task_configs(clients: KafkaClients, originals: Mapping[str, Any], topic: str,
+                            connector: str) -> list[dict[str, str]]:
     """The committed task configs of ``connector`` in config topic ``topic`` on the target cluster of
     ``originals`` (a MirrorSource connector's config, whose ``target.cluster.*`` settings reach it).
 
@@ -62,7 +63,7 @@ async def read_task_configs(originals: Mapping[str, Any], topic: str, connector:
     cannot be read.
     """
     originals = {str(k): str(v) for k, v in originals.items()}
-    admin = admin_client(originals, "target", f"mirrorline-mirroring-admin|{connector}")
+    admin = admin_client(clients, originals, "target", f"mirrorline-mirroring-admin|{connector}")
     try:
         await connect_admin(admin, originals, "target")
         described = [e for e in await admin.describe_topics([topic]) if e["topic"] == topic]
@@ -73,7 +74,7 @@ async def read_task_configs(originals: Mapping[str, Any], topic: str, connector:
     if described[0]["error_code"] != 0:
         raise ConnectError(f"cannot describe config topic {topic}: {for_code(described[0]['error_code']).__name__}")
     reader = TaskConfigReader(connector)
-    consumer = AIOKafkaConsumer(**consumer_kwargs(originals, "target", f"mirrorline-mirroring-admin|{connector}"))
+    consumer = AIOKafkaConsumer(**consumer_kwargs(clients, originals, "target", f"mirrorline-mirroring-admin|{connector}"))
     await consumer.start()
     try:
         await read_to_end(consumer, TopicPartition(topic, 0), reader.on_record)

@@ -93,9 +93,10 @@ class MirrorSourceConnector(SourceConnector):
         self._stored_includes: object = _UNSET
         self._selection_denied = False
         self.config_filter = ConfigFilter(config["config.properties.exclude"], config["use.defaults.from"])
-        self.source_admin = admin_client(originals, "source", f"{flow}|replication-source-admin")
-        self.target_admin = admin_client(originals, "target", f"{flow}|replication-target-admin")
-        self.selection_store = TopicSelectionStore(originals, f"{flow}|topic-selection", admin=self.target_admin)
+        clients = self.context.clients
+        self.source_admin = admin_client(clients, originals, "source", f"{flow}|replication-source-admin")
+        self.target_admin = admin_client(clients, originals, "target", f"{flow}|replication-target-admin")
+        self.selection_store = TopicSelectionStore(clients, originals, f"{flow}|topic-selection", admin=self.target_admin)
         try:
             await connect_admin(self.source_admin, originals, "source")
             await connect_admin(self.target_admin, originals, "target")
@@ -108,16 +109,16 @@ class MirrorSourceConnector(SourceConnector):
             await self._create_offset_syncs_topic()
         await self._refresh(initial=True)
         if config["sync.topic.acls.enabled"]:
-            acl_sync = TopicAclSync(self.source_admin, self.target_admin, self.source_alias, self.target_alias,
+            acl_sync = TopicAclSync(self.context.clients, self.source_admin, self.target_admin, self.source_alias, self.target_alias,
                                     self.policy, self.selection.should_replicate, self.context.report_warning)
-            self._loops.append(asyncio.create_task(self._periodic(
-                acl_sync.sync_topic_acls, config["sync.topic.acls.interval.seconds"], first_now=True)))
+            self._loops.append(self.context.run_in_background(self._periodic(
+                acl_sync.sync_topic_acls, config["sync.topic.acls.interval.seconds"], first_now=True), "sync-topic-acls"))
         if config["sync.topic.configs.enabled"]:
-            self._loops.append(asyncio.create_task(self._periodic(
-                self._sync_configs, config["sync.topic.configs.interval.seconds"], first_now=True)))
+            self._loops.append(self.context.run_in_background(self._periodic(
+                self._sync_configs, config["sync.topic.configs.interval.seconds"], first_now=True), "sync-topic-configs"))
         if config["refresh.topics.enabled"]:
-            self._loops.append(asyncio.create_task(self._periodic(
-                self._refresh, config["refresh.topics.interval.seconds"], first_now=False)))
+            self._loops.append(self.context.run_in_background(self._periodic(
+                self._refresh, config["refresh.topics.interval.seconds"], first_now=False), "refresh-topics"))
 
     async def _create_offset_syncs_topic(self) -> None:
         on_source = self.config[OFFSET_SYNCS_TOPIC_LOCATION] == "source"
@@ -203,7 +204,7 @@ class MirrorSourceConnector(SourceConnector):
             self.context.request_task_reconfiguration()
 
     async def _sync_configs(self) -> None:
-        await sync_topic_configs(self.source_admin, self.target_admin, self.source_alias, self.policy,
+        await sync_topic_configs(self.context.clients, self.source_admin, self.target_admin, self.source_alias, self.policy,
                                  sorted(self.topics), self.config_filter)
 
     async def task_configs(self, max_tasks: int) -> list[dict[str, str]]:

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from framework.api import BadRequestError, ClusterState, NotFoundError, RestExtension, RestExtensionContext, RestRequest
+from framework.api import (BadRequestError, ClusterState, KafkaClients, NotFoundError, RestExtension, RestExtensionContext,
+                           RestRequest)
 
 from connectors.source_mirror.selection_admin import (
     MirrorTarget,
@@ -44,7 +45,8 @@ ACTIVE_TOPICS_PATH = "/admin/mirroring/active-topics"
 CONNECTOR_PARAM = "connector"
 
 
-async def mirror_targets(state: ClusterState, connector: str | None) -> list[MirrorTarget]:
+async def mirror_targets(state: ClusterState, connector: str | None,
+                         clients: KafkaClients | None = None) -> list[MirrorTarget]:
     """The MirrorSource connectors a request addresses: ``connector`` alone, or all of the cluster.
 
     Their configs are resolved (config-provider references replaced), since they make the clients
@@ -58,12 +60,12 @@ async def mirror_targets(state: ClusterState, connector: str | None) -> list[Mir
         if not is_mirror_source(config):
             raise BadRequestError(f"Connector {connector} is not a MirrorSource connector "
                                   f"(its connector.class is {config.get('connector.class')!r})")
-        return [MirrorTarget(connector, await state.resolved_connector_config(connector))]
+        return [MirrorTarget(connector, await state.resolved_connector_config(connector), clients)]
     targets = []
     for name in await state.connectors():
         try:
             if is_mirror_source(await state.connector_config(name)):
-                targets.append(MirrorTarget(name, await state.resolved_connector_config(name)))
+                targets.append(MirrorTarget(name, await state.resolved_connector_config(name), clients))
         except NotFoundError:  # deleted meanwhile
             continue
     if not targets:
@@ -78,6 +80,7 @@ class MirroringRestExtension(RestExtension):
     def register(self, context: RestExtensionContext) -> None:
         """Add the four routes; keep the cluster state for the handlers."""
         self._state = context.cluster_state
+        self._clients = context.clients
         context.add_route("GET", TOPIC_SELECTION_PATH, self.get_topic_selection,
                           summary="Mirroring topic selection: the include patterns in effect (IBM Event Streams API)")
         context.add_route("POST", TOPIC_SELECTION_PATH, self.set_topic_selection,
@@ -89,7 +92,7 @@ class MirroringRestExtension(RestExtension):
                           summary="Source topics being actively mirrored (IBM Event Streams API)")
 
     async def _targets(self, request: RestRequest) -> list[MirrorTarget]:
-        return await mirror_targets(self._state, request.query.get(CONNECTOR_PARAM))
+        return await mirror_targets(self._state, request.query.get(CONNECTOR_PARAM), self._clients)
 
     async def get_topic_selection(self, request: RestRequest) -> tuple[int, Any]:
         """200 ``{"includes": [...]}`` (see the module docstring for several connectors)."""

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from framework.api import BadRequestError, ConnectError
+from framework.api import BadRequestError, ConnectError, KafkaClients
 
 from connectors.mirror_client.config import SOURCE_CLUSTER_ALIAS, TARGET_CLUSTER_ALIAS, client_props
 from connectors.mirror_client.filters import TOPICS_INCLUDE_CONFIG
@@ -52,10 +52,12 @@ def is_mirror_source(config: Mapping[str, Any]) -> bool:
 
 @dataclass(frozen=True)
 class MirrorTarget:
-    """One MirrorSource connector addressed by the controls: its name and stored config."""
+    """One MirrorSource connector addressed by the controls: its name and stored config, and the
+    Kafka clients (from the caller's context or launcher) that reach its target cluster."""
 
     name: str
     config: dict[str, str]
+    clients: KafkaClients | None = None
 
     def setting(self, key: str) -> Any:
         """The parsed value of one of its settings (the declared default when it is not set)."""
@@ -75,7 +77,9 @@ class MirrorTarget:
 
     def store(self) -> TopicSelectionStore:
         """A store on the connector's target cluster (close it after use)."""
-        return TopicSelectionStore(self.config, f"mirrorline-mirroring-admin|{self.name}")
+        if self.clients is None:
+            raise ConnectError(f"Connector {self.name}: no Kafka clients to reach its target cluster with")
+        return TopicSelectionStore(self.clients, self.config, f"mirrorline-mirroring-admin|{self.name}")
 
 
 async def _bounded(target: MirrorTarget, what: str, work: Awaitable[T]) -> T:

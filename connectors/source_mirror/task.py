@@ -25,8 +25,6 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError, OffsetOutOfRangeError, RecordTooLargeError
 
 from framework.api import RecordMetadata, SourceRecord, SourceTask
-from framework.api.kafka_clients import client_kwargs
-from framework.api.producer import RecordProducer
 
 from connectors.mirror_client.config import (
     CONSUMER_POLL_TIMEOUT_MS,
@@ -110,7 +108,7 @@ class MirrorSourceTask(SourceTask):
         # "none" so that aiokafka raises OffsetOutOfRangeError instead of resetting silently
         consumer_props = {"client.id": f"{flow}|replication-consumer", **user_props,
                           "auto.offset.reset": "none", "enable.auto.commit": "false"}
-        kwargs, ignored = client_kwargs(consumer_props, "consumer")
+        kwargs, ignored = self.context.clients.client_kwargs(consumer_props, "consumer")
         if ignored:
             log.info("Task %s: source consumer settings with no aiokafka equivalent are ignored: %s",
                      config.get(TASK_INDEX), ignored)
@@ -128,9 +126,9 @@ class MirrorSourceTask(SourceTask):
         if parsed["emit.offset-syncs.enabled"]:
             on_source = parsed[OFFSET_SYNCS_TOPIC_LOCATION] == "source"
             side = "source" if on_source else "target"
-            kwargs, _ = client_kwargs({"client.id": f"{flow}|offset-syncs-{side}-producer",
-                                       **client_props(config, side, "producer")}, "producer")
-            self.sync_producer = RecordProducer(**{**kwargs, "acks": "all"})
+            kwargs, _ = self.context.clients.client_kwargs({"client.id": f"{flow}|offset-syncs-{side}-producer",
+                                                            **client_props(config, side, "producer")}, "producer")
+            self.sync_producer = self.context.clients.record_producer(**{**kwargs, "acks": "all"})
             await self.sync_producer.start()
             topic = self.policy.offset_syncs_topic(self.target_alias if on_source else self.source_alias)
             # Fetch the topic's metadata now: otherwise the first syncs wait for it, the 10-send cap

@@ -19,7 +19,7 @@ from typing import Any
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from framework.api.kafka_admin import incremental_alter_configs
+from framework.api import KafkaClients
 
 from connectors.mirror_client.filters import TOPICS_INCLUDE_CONFIG, TopicFilter, compile_pattern_list
 from connectors.mirror_client.policies import ReplicationPolicy, is_cycle
@@ -229,9 +229,10 @@ async def _grow(target: AIOKafkaAdminClient, remote: str, current: int, wanted: 
     return wanted
 
 
-async def sync_topic_configs(source: AIOKafkaAdminClient, target: AIOKafkaAdminClient, source_alias: str,
-                             policy: ReplicationPolicy, topics: list[str], config_filter: ConfigFilter) -> None:
-    """Copy source topic configs to existing remote topics with IncrementalAlterConfigs."""
+async def sync_topic_configs(clients: KafkaClients, source: AIOKafkaAdminClient, target: AIOKafkaAdminClient,
+                             source_alias: str, policy: ReplicationPolicy, topics: list[str],
+                             config_filter: ConfigFilter) -> None:
+    """Copy source topic configs to existing remote topics with IncrementalAlterConfigs (``clients.incremental_alter_configs``)."""
     remote_of = {t: policy.format_remote_topic(source_alias, t) for t in topics}
     existing = await topic_partitions(target, sorted(remote_of.values()))
     replicated = [t for t in topics if remote_of[t] in existing]
@@ -241,7 +242,7 @@ async def sync_topic_configs(source: AIOKafkaAdminClient, target: AIOKafkaAdminC
         to_set = {k: v for k, v in wanted.items() if v is not None}
         to_delete = [k for k, v in wanted.items() if v is None]
         try:
-            await incremental_alter_configs(target, remote_of[topic], to_set, to_delete)
+            await clients.incremental_alter_configs(target, remote_of[topic], to_set, to_delete)
         except Exception as exc:
             log.warning("Could not sync configs of %s to %s: %s", topic, remote_of[topic], exc)
 

@@ -20,8 +20,10 @@ from framework.api.config import (
     Validator,
     split_list,
 )
-from framework.api.connector import Connector, SourceConnector
-from framework.api.context import ConnectorContext, OffsetReader, SourceTaskContext
+from framework.api.connector import Connector, SinkConnector, SourceConnector
+from framework.api.converters import Converter, HeaderConverter
+from framework.api.clients import AclBinding, AclFilter, KafkaClients
+from framework.api.context import ConnectorContext, OffsetReader, PluginContext, SourceTaskContext
 from framework.api.errors import (
     AlreadyExistsError,
     BadRequestError,
@@ -35,10 +37,12 @@ from framework.api.errors import (
     RetriableError,
 )
 from framework.api.hookspecs import hookimpl, hookspec
+from framework.api.jobs import Job, JobContext, PartitionTarget, Progress, SourceOffsets, WriteResult
 from framework.api.launcher import Command, WorkerLauncher, WorkerSpec
-from framework.api.records import ConnectorTaskId, RecordMetadata, SourceRecord
+from framework.api.records import ConnectorTaskId, RecordMetadata, SinkRecord, SourceRecord
 from framework.api.rest_extension import ClusterState, RestExtension, RestExtensionContext, RestHandler, RestRequest
 from framework.api.secrets import HIDDEN, is_secret, redact, scrub
+from framework.api.sink import ErrantRecordReporter, SinkTask, SinkTaskContext, TopicPartition
 from framework.api.task import SourceTask
 from framework.api.transforms import Predicate, Transformation
 
@@ -51,5 +55,8 @@ __all__ = [
     "SourceTaskContext", "Type", "Validator", "hookimpl", "hookspec", "split_list",
     "HIDDEN", "is_secret", "redact", "scrub",
     "ClusterState", "RestExtension", "RestExtensionContext", "RestHandler", "RestRequest",
-    "DataError", "Predicate", "Transformation",
+    "DataError", "Predicate", "Transformation", "Converter", "HeaderConverter",
+    "Job", "JobContext", "PartitionTarget", "Progress", "SourceOffsets", "WriteResult",
+    "AclBinding", "AclFilter", "KafkaClients", "PluginContext",
+    "ErrantRecordReporter", "SinkConnector", "SinkRecord", "SinkTask", "SinkTaskContext", "TopicPartition",
 ]

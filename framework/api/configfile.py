@@ -1,4 +1,4 @@
-"""Reading config files: Java ``.properties`` (Kafka's format), YAML and JSON.
+"""Reading config files: Java ``.properties`` (Kafka's format), YAML and JSON (plugin contract: a pure parser).
 
 ``.properties`` follows ``java.util.Properties``: ``key=value``, ``key: value`` or
 ``key value``; ``#`` and ``!`` start comment lines (never inline comments); a trailing

@@ -28,6 +28,7 @@ from framework.api.config import Config, ConfigDef, ConfigValue
 
 if TYPE_CHECKING:
     from framework.api.context import ConnectorContext
+    from framework.api.sink import SinkTask
     from framework.api.task import SourceTask
 
 
@@ -56,7 +57,7 @@ class Connector(ABC):
         """Begin: read the config, connect to what must be watched, start background work."""
 
     @abstractmethod
-    def task_class(self) -> type[SourceTask]:
+    def task_class(self) -> type[SourceTask] | type[SinkTask]:
         """The task class the runtime instantiates for each task config."""
 
     @abstractmethod
@@ -94,3 +95,16 @@ class SourceConnector(Connector):
         pairs. Raise :class:`~framework.api.errors.BadRequestError` to refuse with a
         message; return to accept. The default accepts anything.
         """
+
+
+class SinkConnector(Connector):
+    """A connector whose tasks consume records from Kafka and write them to an external system.
+
+    Every sink connector has two settings the runtime handles (Kafka Connect's): ``topics``, a
+    list of topics to consume, or ``topics.regex``, a pattern of them; exactly one must be set.
+    The runtime runs one consumer per task in the group ``connect-<connector name>``, so the
+    group spreads the partitions over the tasks: ``task_configs`` usually returns ``max_tasks``
+    copies of the connector's settings. See :mod:`framework.api.sink` for the task's lifecycle.
+    """
+
+    type: ClassVar[str] = "sink"

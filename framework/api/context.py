@@ -7,10 +7,12 @@ plugins keep working.
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 
+from framework.api.clients import KafkaClients
 from framework.api.records import ConnectorTaskId
 
 
@@ -31,7 +33,28 @@ class OffsetReader(ABC):
         return (await self.offsets([partition]))[0]
 
 
-class ConnectorContext(ABC):
+class PluginContext(ABC):
+    """What every context offers (connector, source task, sink task): Kafka clients and background work."""
+
+    #: Builds Kafka clients from client settings and runs the admin requests the runtime knows
+    #: (see :class:`~framework.api.clients.KafkaClients`). Connectors never import the runtime's
+    #: client helpers; they ask this.
+    clients: KafkaClients
+
+    def run_in_background(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task:
+        """Run ``coro`` (a loop the plugin needs besides its own calls) as a task the runtime owns.
+
+        The runtime cancels and awaits it when the connector or task stops (after ``stop()``
+        returns), so ``stop`` need not. If it raises, the connector or task is marked FAILED
+        with the trace (logged and counted), as if ``start`` had failed; returning normally just
+        ends it. The returned task may be cancelled early by the plugin (that is not a failure).
+
+        API addition: contexts written before it raise NotImplementedError.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot run background work")
+
+
+class ConnectorContext(PluginContext):
     """Handed to a connector in ``initialize``; valid until the connector is stopped."""
 
     #: The connector's name, as the user gave it.
@@ -66,7 +89,7 @@ class ConnectorContext(ABC):
         """
 
 
-class SourceTaskContext(ABC):
+class SourceTaskContext(PluginContext):
     """Handed to a source task in ``initialize``; valid until the task is stopped."""
 
     #: This task's identity.

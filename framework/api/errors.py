@@ -75,7 +75,8 @@ class PartitionNotAvailableError(RetriableError):
 
 
 class DataError(ConnectError):
-    """A record's data is not what a transform (or, later, a converter) can handle: a value that
-    is not a JSON object for a ``*Field`` transform, a record without the timestamp a router
-    needs. Connect's ``DataException``. Today it fails the task, with the record's position in
-    the trace; say in the message what the data should have been."""
+    """A record's data is not what a transform or a converter can handle: a value that is not a
+    JSON object for a ``*Field`` transform, a record without the timestamp a router needs, bytes
+    that are not JSON for ``JsonConverter``. Connect's ``DataException``. It fails the task, with
+    the record's position in the trace, unless ``errors.tolerance=all`` skips the record; say in
+    the message what the data should have been."""

@@ -18,7 +18,9 @@ Installed distributions make themselves known through an entry point in the
 Hooks are plain functions (synchronous): they only declare what a plugin provides. The
 data path goes through the Connector/Task classes, never through hooks. A plugin that
 fails to import, or whose hook raises, is reported by ``mirrorline plugins`` and
-``GET /connector-plugins`` stays available with the others.
+``GET /connector-plugins`` stays available with the others. So is a plugin with an
+``@hookimpl`` that matches no hook here (a misspelt name, found by pluggy's
+``check_pending()`` at load): it is not loaded, and the report names the unknown hook.
 """
 
 from __future__ import annotations
@@ -174,4 +176,42 @@ def register_predicates() -> list[type]:
     Called once per plugin when plugins load. Listed by
     ``GET /connector-plugins?connectorsOnly=false`` with type ``predicate``; anything that is
     not a Predicate subclass is reported and left out, as for ``register_transforms``.
+    """
+
+
+@hookspec
+def register_converters() -> list[type]:
+    """Return the converter classes this plugin provides.
+
+    :return: a list of :class:`~framework.api.converters.Converter` and/or
+        :class:`~framework.api.converters.HeaderConverter` subclasses (a class may be both).
+        Each becomes a value ``key.converter`` / ``value.converter`` (Converter) or
+        ``header.converter`` (HeaderConverter) accepts, at worker or connector level: its full
+        name, its simple class name and the names in its ``aliases`` attribute.
+
+    Called once per plugin when plugins load. Listed by
+    ``GET /connector-plugins?connectorsOnly=false`` with type ``converter`` and/or
+    ``header_converter``; anything that is neither is reported as a load failure and left out.
+    The built-ins (``ByteArrayConverter``, ``StringConverter``, ``JsonConverter``,
+    ``SimpleHeaderConverter``) are registered through this hook by ``framework.converters``.
+    """
+
+
+# ---------------------------------------------------------------------------------------
+# Bulk jobs: batch work on Spark beside the connectors
+# ---------------------------------------------------------------------------------------
+
+@hookspec
+def register_jobs() -> list[type]:
+    """Return the bulk job classes this plugin provides.
+
+    :return: a list of :class:`~framework.api.jobs.Job` subclasses. Each is known by its
+        ``name`` attribute; a plugin command runs one with
+        :meth:`~framework.api.launcher.WorkerLauncher.run_job`, which builds the SparkSession
+        (embedded ``local[*]``, or ``spark.master``) on the job's first use of ``context.spark``.
+
+    Called once per plugin when plugins load; listed by ``mirrorline plugins`` with type
+    ``job``. A returned value that is not a Job subclass, or a name two jobs claim, is reported
+    as a load failure and left out. The built-in ``backfill`` job is registered this way by
+    ``connectors.mm2``.
     """

@@ -16,7 +16,11 @@ from __future__ import annotations
 
 import argparse
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
+from framework.api.clients import KafkaClients
 
 
 @dataclass
@@ -41,6 +45,10 @@ class WorkerSpec:
 
 class WorkerLauncher(ABC):
     """Runs workers on the current process; provided by the runtime to plugin commands."""
+
+    #: Kafka clients for commands that talk to clusters themselves (failover tools, topic selection):
+    #: the same :class:`~framework.api.clients.KafkaClients` connectors get from their context.
+    clients: KafkaClients
 
     @abstractmethod
     async def run(self, workers: list[WorkerSpec], listeners: list[str] | None = None) -> None:
@@ -72,6 +80,21 @@ class WorkerLauncher(ABC):
         API addition (failover tools): launchers that predate it raise NotImplementedError.
         """
         raise NotImplementedError(f"{type(self).__name__} cannot change connector states")
+
+
+    async def run_job(self, job: str, settings: Mapping[str, str], *,
+                      client_settings: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
+        """Run the bulk job registered as ``job`` (hook ``register_jobs``) on Spark; return its summary.
+
+        ``settings`` are the job's settings (parsed with its ``config_def``; ``spark.*`` keys also
+        configure the SparkSession: ``spark.master``, memory ...); ``client_settings`` gives the
+        Java-style client settings of each cluster the job reaches, by name
+        (:meth:`~framework.api.jobs.JobContext.client_settings`). Raises NotFoundError for an
+        unknown job, ConfigError for bad settings and ConnectError (one line) when Spark cannot run.
+
+        API addition (jobs): launchers that predate it raise NotImplementedError.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot run jobs")
 
 
 class Command(ABC):

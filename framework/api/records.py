@@ -1,4 +1,4 @@
-"""What a source task hands the runtime, and what it gets back once a record is written."""
+"""What a source task hands the runtime and gets back once a record is written, and what a sink task receives."""
 
 from __future__ import annotations
 
@@ -22,6 +22,11 @@ class SourceRecord:
       value (a tombstone when the value is null).
     - ``headers``: ``(name, bytes value)`` pairs, kept in order, names may repeat.
     - ``timestamp``: epoch milliseconds, or None for the producer's clock.
+    - ``key_schema`` / ``value_schema``: only with a converter other than the default
+      ``ByteArrayConverter`` (``key.converter``, ``value.converter``): then ``key`` / ``value``
+      may be data (``str``, ``int``, ``dict``...) the converter turns into bytes, and the schema
+      (Connect's JSON schema form, see :mod:`framework.api.converters`) says what it is. None
+      lets the converter infer one from the value.
     """
 
     source_partition: dict[str, Any] | None
@@ -32,6 +37,39 @@ class SourceRecord:
     value: bytes | None = None
     headers: list[tuple[str, bytes | None]] = field(default_factory=list)
     timestamp: int | None = None
+    key_schema: Any = None
+    value_schema: Any = None
+
+
+@dataclass(slots=True)
+class SinkRecord:
+    """One record a sink task receives: a record consumed from Kafka, after converters and transforms.
+
+    - ``topic`` / ``partition`` / ``offset``: where it was consumed. A transform may change
+      ``topic`` (``RegexRouter``); the runtime still commits the offset of the record it consumed.
+    - ``key`` / ``value``: bytes with the default ``ByteArrayConverter``, otherwise what the
+      configured ``key.converter`` / ``value.converter`` made of them (``str``, a JSON value...).
+      ``None`` is a null key or value (a tombstone when the value is null).
+    - ``headers``: ``(name, value)`` pairs, in order, names may repeat.
+    - ``timestamp``: epoch milliseconds, or None; ``timestamp_type`` is Kafka's name for it
+      (``CreateTime``, ``LogAppendTime`` or ``NoTimestampType``).
+    - ``key_schema`` / ``value_schema``: the schema a converter read with the data (JSON with
+      ``schemas.enable=true``), else None.
+
+    Its field names match :class:`SourceRecord`'s, so a transform written with
+    ``dataclasses.replace(record, topic=...)`` works on both.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    key: Any = None
+    value: Any = None
+    headers: list[tuple[str, Any]] = field(default_factory=list)
+    timestamp: int | None = None
+    timestamp_type: str = "CreateTime"
+    key_schema: Any = None
+    value_schema: Any = None
 
 
 @dataclass(frozen=True, slots=True)

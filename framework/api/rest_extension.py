@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from framework.api.clients import KafkaClients
 from framework.api.errors import BadRequestError
 
 #: HTTP methods an extension route may use.
@@ -109,6 +110,9 @@ class ClusterState(ABC):
 
 class RestExtensionContext(ABC):
     """Handed to :meth:`RestExtension.register`: add routes, read the cluster's state."""
+
+    #: Kafka clients for handlers that reach a cluster (see :class:`~framework.api.clients.KafkaClients`).
+    clients: KafkaClients
 
     @property
     @abstractmethod

@@ -41,9 +41,9 @@ Records: a transform receives a :class:`~framework.api.records.SourceRecord` and
 **new** record (``dataclasses.replace(record, topic=...)``) or ``None`` to drop it; it never
 changes the record it was given (the runtime still needs the original: it hands it to
 ``SourceTask.commit_record``, and its ``source_partition``/``source_offset`` are committed).
-Keys, values and header values are bytes: there are no converters, so a transform that
-works on fields decodes the bytes itself (the built-in ``*Field`` transforms read and write
-JSON objects).
+With the default ``ByteArrayConverter``, keys, values and header values are bytes, so a
+transform that works on fields decodes the bytes itself (the built-in ``*Field`` transforms read
+and write JSON objects, and also take dicts: data a converter made, or a source task returned).
 
 Guarantees:
 
@@ -57,9 +57,10 @@ Guarantees:
 
 Not guaranteed:
 
-- That an exception from ``apply`` is tolerated: today it fails the task (FAILED, with a
-  trace naming the alias, the topic, partition and source offset of the record). Raise
-  :class:`~framework.api.errors.DataError` with a message saying what is wrong with the data.
+- That an exception from ``apply`` is tolerated: with ``errors.tolerance=none`` (the default)
+  it fails the task (FAILED, with a trace naming the alias, the topic, partition and source
+  offset of the record); with ``all`` the record is skipped and counted (docs/errors.md).
+  Raise :class:`~framework.api.errors.DataError` with a message saying what is wrong with the data.
 - That ``close`` is called if the process is killed.
 """
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from framework.plugins import PluginRegistry, short_names
+from framework.plugins import PluginRegistry, full_name, short_names
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,12 +23,19 @@ def _run(args: argparse.Namespace) -> int:
         if args.docs:
             print()
             print(cls.config_def.to_markdown())
-    for kind, table in (("transformation", registry.transforms), ("predicate", registry.predicates)):
+    for kind, table in (("transformation", registry.transforms), ("predicate", registry.predicates),
+                        ("converter", registry.converters), ("header_converter", registry.header_converters)):
         for name, cls in table.all().items():
             print(f"{name}  type={kind} version={cls().version()} aliases={','.join((cls.__name__, *cls.aliases))}")
             if args.docs and cls.config_def.keys:
                 print()
                 print(cls.config_def.to_markdown())
+    for name, cls in registry.jobs().items():
+        print(f"{name}  type=job version={cls().version()} class={full_name(cls)}"
+              + (f"  {cls.description}" if cls.description else ""))
+        if args.docs and cls.config_def.keys:
+            print()
+            print(cls.config_def.to_markdown())
     for failure in registry.failures:
         print(f"FAILED to load {failure.entry_point} (from {failure.distribution}): {failure.error}")
     if not registry.connectors() and not registry.failures:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from framework.api.configfile import load_config_file
+from framework.clients.configfile import load_config_file
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -450,7 +450,7 @@ class LocalCluster:
     def _probe_arguments(self) -> tuple[tuple[str, str] | None, dict | None]:
         """What :func:`_broker_answers` needs to authenticate: SASL credentials, or client kwargs (TLS)."""
         if self.spec.tls:
-            from framework.api.kafka_clients import client_kwargs
+            from framework.clients.kafka_clients import client_kwargs
 
             kwargs, _ = client_kwargs(self.spec.client_properties(), "admin")
             kwargs.pop("bootstrap_servers")

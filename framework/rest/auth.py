@@ -45,7 +45,7 @@ from typing import Any
 
 from aiohttp import StreamReader, web
 
-from framework.api.configfile import parse_properties
+from framework.clients.configfile import parse_properties
 from framework.api.errors import ConfigError
 from framework.rest import common
 from framework.rest.common import error_response

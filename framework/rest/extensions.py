@@ -32,6 +32,7 @@ from framework.api.rest_extension import (
     RestHandler,
     RestRequest,
 )
+from framework.clients.runtime_clients import KAFKA_CLIENTS
 from framework.rest.common import json_response, read_json
 from framework.rest.openapi import EXTENSION_OPERATIONS, registered_operations
 from framework.runtime.config_providers import has_references
@@ -100,6 +101,7 @@ class _Context(RestExtensionContext):
         self._app = app
         self._cluster_state = cluster_state
         self._extension = extension
+        self.clients = KAFKA_CLIENTS
 
     @property
     def cluster_state(self) -> ClusterState:

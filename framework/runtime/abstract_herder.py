@@ -29,7 +29,10 @@ from framework.api.records import ConnectorTaskId
 from framework.api.secrets import HIDDEN, is_secret, redact, restore_hidden, scrub, secret_values
 from framework.plugins import PluginRegistry, full_name
 from framework.runtime.connector_config import CONNECTOR_CONFIG_DEF
+from framework.runtime import sink_offsets
 from framework.runtime.herder import Herder
+from framework.runtime.converters import validate_converters
+from framework.runtime.sink_config import add_topic_errors, connector_config_def
 from framework.runtime.supervisor import Supervisor
 from framework.runtime.transform_config import alias_configs, iter_values, transform_config_def
 from framework.runtime.worker import Worker
@@ -289,7 +292,9 @@ class AbstractHerder(Herder):
 
     # -- offsets --------------------------------------------------------------------------
     async def connector_offsets(self, name: str) -> dict[str, Any]:
-        self._require(name)
+        config = self._require(name)
+        if self._connector_type(config) == "sink":  # its consumer group's offsets, as Connect
+            return {"offsets": await sink_offsets.read(self.worker_config, name, config)}
         pairs = await self.offset_store.all(name)
         return {"offsets": [{"partition": p, "offset": o} for p, o in pairs]}
 
@@ -311,6 +316,9 @@ class AbstractHerder(Herder):
         async with self._changes_serialised():
             config = self._require_stopped(name)
             pairs = self._parse_offsets(offsets)
+            if self._connector_type(config) == "sink":
+                await sink_offsets.alter(self.worker_config, name, config, sink_offsets.parse(pairs))
+                return "The offsets for this connector have been altered successfully"
             connector_class = self.plugins.connector_class(config["connector.class"])
             if issubclass(connector_class, SourceConnector):
                 await connector_class().alter_offsets(config, pairs)
@@ -319,7 +327,10 @@ class AbstractHerder(Herder):
 
     async def reset_connector_offsets(self, name: str) -> str:
         async with self._changes_serialised():
-            self._require_stopped(name)
+            config = self._require_stopped(name)
+            if self._connector_type(config) == "sink":
+                await sink_offsets.reset(self.worker_config, name, config)
+                return "The offsets for this connector have been reset successfully"
             pairs = await self.offset_store.all(name)
             if pairs:
                 await self.offset_store.put(name, [(p, None) for p, _ in pairs])
@@ -369,6 +380,9 @@ class AbstractHerder(Herder):
             plugins.append(info)
         if not connectors_only:  # as Connect: type "transformation" / "predicate", sorted by class
             for kind, table in (("transformation", self.plugins.transforms), ("predicate", self.plugins.predicates)):
+                plugins += [{"class": name, "type": kind, **_version_info(cls)} for name, cls in table.all().items()]
+            for kind, table in (("converter", self.plugins.converters),
+                                ("header_converter", self.plugins.header_converters)):
                 plugins += [{"class": name, "type": kind, **_version_info(cls)} for name, cls in table.all().items()]
         return plugins
 
@@ -433,7 +447,7 @@ def _version_of(cls: type[Connector]) -> str | None:
 
 def _transform_or_predicate(plugins: PluginRegistry, plugin: str) -> type:
     """The transformation or predicate class ``plugin`` names; NotFoundError as for a connector if none."""
-    for table in (plugins.transforms, plugins.predicates):
+    for table in (plugins.transforms, plugins.predicates, plugins.converters, plugins.header_converters):
         try:
             return table.resolve(plugin)
         except NotFoundError:
@@ -450,8 +464,13 @@ def _config_infos(name: str, cls: type[Connector], config: dict[str, Any],
                   plugins: PluginRegistry | None = None) -> dict[str, Any]:
     """Connect's ConfigInfos for ``config``: common settings, the connector's own, then each
     transform's and predicate's (``transforms.<alias>.*``, ``predicates.<alias>.*``)."""
-    common_def = CONNECTOR_CONFIG_DEF
+    common_def = connector_config_def(cls)  # with topics / topics.regex for a sink
     values: list[tuple[Any, ConfigValue]] = [(common_def.keys[v.name], v) for v in common_def.validate(config)]
+    add_topic_errors(cls, config, (v for _, v in values))
+    if plugins is not None:  # an unknown converter class or bad converter setting, on its field
+        converter_errors = {v.name: v.errors for v in validate_converters(config, plugins)}
+        for _, value in values:
+            value.errors.extend(converter_errors.get(value.name, ()))
     try:
         own = cls().validate(config)
     except Exception as exc:  # a plugin's validate must not turn bad input into a 500

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from framework.api.config_provider import ConfigProvider
-from framework.api.configfile import parse_properties
+from framework.clients.configfile import parse_properties
 from framework.api.errors import ConfigError
 
 #: Worker setting listing the provider names.

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from framework.api.config import ConfigDef, ConfigKey, Importance, NonEmptyString, Range, Type, Validator
+from framework.runtime.converters import converter_keys
+from framework.runtime.error_handling import ERROR_CONFIG_KEYS
 
 COMMON_GROUP = "Common"
 TRANSFORMS_GROUP = "Transforms"
@@ -36,19 +38,14 @@ CONNECTOR_CONFIG_DEF = ConfigDef([
     ConfigKey("tasks.max", Type.INT, default=1, importance=Importance.HIGH, validator=Range(min=1),
               group=COMMON_GROUP, order=3, doc="Maximum number of tasks to use for this connector.",
               display_name="Tasks max"),
-    ConfigKey("key.converter", Type.CLASS, default=None, importance=Importance.LOW, group=COMMON_GROUP, order=4,
-              doc="Accepted for compatibility with Kafka Connect configs; mirrorline writes keys as the "
-                  "bytes the task returns (ByteArrayConverter behaviour)."),
-    ConfigKey("value.converter", Type.CLASS, default=None, importance=Importance.LOW, group=COMMON_GROUP, order=5,
-              doc="Accepted for compatibility; values are written as returned (ByteArrayConverter behaviour)."),
-    ConfigKey("header.converter", Type.CLASS, default=None, importance=Importance.LOW, group=COMMON_GROUP, order=6,
-              doc="Accepted for compatibility; header values are written as returned."),
+    *converter_keys(),  # key.converter, value.converter, header.converter: overrides of the worker's
     ConfigKey("transforms", Type.LIST, default="", importance=Importance.LOW, validator=UniqueAliases("transformation"),
               group=TRANSFORMS_GROUP, order=7, display_name="Transforms",
               doc="Aliases for the transformations to be applied to records, in order."),
     ConfigKey("predicates", Type.LIST, default="", importance=Importance.LOW, validator=UniqueAliases("predicate"),
               group=PREDICATES_GROUP, order=8, display_name="Predicates",
               doc="Aliases for the predicates used by transformations."),
+    *ERROR_CONFIG_KEYS,  # errors.tolerance, errors.retry.*, errors.log.*
 ])
 
 #: Connector settings starting with this prefix override the worker's producer settings.

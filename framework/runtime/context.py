@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import asyncio
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
+from framework.api.clients import KafkaClients
 from framework.api.context import ConnectorContext, OffsetReader, SourceTaskContext
+from framework.api.errors import ConnectError
 from framework.api.records import ConnectorTaskId
+from framework.api.sink import ErrantRecordReporter, SinkTaskContext, TopicPartition
+from framework.clients.runtime_clients import KAFKA_CLIENTS
+from framework.runtime.background import BackgroundTasks
 from framework.storage.offsets import OffsetStore
 
 
@@ -21,13 +27,47 @@ class StoreOffsetReader(OffsetReader):
         return await self._store.get(self._connector, list(partitions))
 
 
-class WorkerConnectorContext(ConnectorContext):
+class BackgroundCrash(ConnectError):
+    """A plugin's background coroutine (``context.run_in_background``) raised: it fails its owner."""
+
+
+class OwnedBackground:
+    """``run_in_background`` for the runtime's contexts: the tasks are owned here, cancelled and awaited
+    by :meth:`close_background` when the plugin stops, and a crash is handed to ``on_crash`` (which
+    marks the connector or task FAILED) wrapped in a :class:`BackgroundCrash` naming the coroutine."""
+
+    def _init_background(self, owner: str, on_crash: Callable[[BaseException], None]) -> None:
+        self._background = BackgroundTasks(owner)
+        self._on_crash = on_crash
+
+    def run_in_background(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task:
+        return self._background.spawn(self._guarded(coro, name), name)
+
+    async def _guarded(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
+        try:
+            await coro
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            crash = BackgroundCrash(f"{self._background.owner}: background task {name!r} crashed: {exc!r}")
+            crash.__cause__ = exc
+            self._on_crash(crash)
+
+    async def close_background(self, timeout: float = 10.0) -> None:
+        """Cancel the plugin's background tasks and wait (up to ``timeout``) for them to end."""
+        await self._background.close(timeout)
+
+
+class WorkerConnectorContext(OwnedBackground, ConnectorContext):
     """Forwards a connector's requests to the herder through two callbacks."""
 
     def __init__(self, name: str, offsets: OffsetReader, on_reconfigure: Callable[[str], None],
-                 on_error: Callable[[str, BaseException], None], on_warning: Callable[[str, str], None]):
+                 on_error: Callable[[str, BaseException], None], on_warning: Callable[[str, str], None],
+                 clients: KafkaClients = KAFKA_CLIENTS):
         self.name = name
         self.offsets = offsets
+        self.clients = clients
+        self._init_background(f"connector {name}", lambda exc: on_error(name, exc))
         self._on_reconfigure = on_reconfigure
         self._on_error = on_error
         self._on_warning = on_warning
@@ -42,13 +82,55 @@ class WorkerConnectorContext(ConnectorContext):
         self._on_error(self.name, error)
 
 
-class WorkerSourceTaskContext(SourceTaskContext):
-    """A task's identity, its offset reader, and the warnings shown in its status."""
+class WorkerSourceTaskContext(OwnedBackground, SourceTaskContext):
+    """A task's identity, its offset reader, the warnings shown in its status, and its background work."""
 
-    def __init__(self, task_id: ConnectorTaskId, offsets: OffsetReader, warnings: dict[str, str]):
+    def __init__(self, task_id: ConnectorTaskId, offsets: OffsetReader, warnings: dict[str, str],
+                 on_crash: Callable[[BaseException], None] | None = None, clients: KafkaClients = KAFKA_CLIENTS):
         self.task_id = task_id
         self.offsets = offsets
+        self.clients = clients
         self._warnings = warnings
+        self._init_background(f"task {task_id}", on_crash or _unowned_crash)
+
+    def report_warning(self, message: str, key: str | None = None) -> None:
+        self._warnings[message if key is None else key] = message
+
+    def clear_warning(self, key: str) -> None:
+        self._warnings.pop(key, None)
+
+
+def _unowned_crash(exc: BaseException) -> None:
+    raise exc  # no owner to fail: BackgroundTasks logs it as a crash
+
+
+class WorkerSinkTaskContext(OwnedBackground, SinkTaskContext):
+    """Forwards a sink task's requests (pause, resume, offset reset, commit) to its runner; owns its background work."""
+
+    def __init__(self, runner: Any, warnings: dict[str, str], clients: KafkaClients = KAFKA_CLIENTS):
+        self._runner = runner
+        self.task_id = runner.id
+        self.clients = clients
+        self._warnings = warnings
+        self._init_background(f"task {runner.id}", runner._fail)
+
+    def assignment(self) -> frozenset[TopicPartition]:
+        return self._runner.assignment()
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        self._runner.pause_partitions(partitions)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        self._runner.resume_partitions(partitions)
+
+    def offset(self, offsets: dict[TopicPartition, int]) -> None:
+        self._runner.reset_offsets(offsets)
+
+    def request_commit(self) -> None:
+        self._runner.request_commit()
+
+    def errant_record_reporter(self) -> ErrantRecordReporter | None:
+        return self._runner.errant_record_reporter()
 
     def report_warning(self, message: str, key: str | None = None) -> None:
         self._warnings[message if key is None else key] = message

@@ -18,6 +18,7 @@ import socket
 
 from framework.api.errors import NotFoundError
 from framework.api.launcher import WorkerLauncher, WorkerSpec
+from framework.clients.runtime_clients import KAFKA_CLIENTS
 from framework.plugins import PluginRegistry
 from framework.runtime.abstract_herder import validate_or_raise
 from framework.runtime.config_providers import resolve_worker_settings
@@ -39,6 +40,7 @@ class ProcessLauncher(WorkerLauncher):
 
     def __init__(self, plugins: PluginRegistry, stop_event: asyncio.Event | None = None):
         self.plugins = plugins
+        self.clients = KAFKA_CLIENTS
         self.stop_event = stop_event or asyncio.Event()
         self.herders: list[Herder] = []
         #: The /health and /metrics server while :meth:`run` serves ``listeners``.
@@ -100,6 +102,12 @@ class ProcessLauncher(WorkerLauncher):
             return True
         finally:
             await store.stop()
+
+    async def run_job(self, job, settings, *, client_settings=None):
+        from framework.spark.runner import JobRunner  # the Spark backend loads only when a job runs
+
+        runner = JobRunner(self.plugins.jobs(), self.clients, self.plugins.config_provider_classes())
+        return await runner.run(job, settings, client_settings)
 
     async def _start(self, spec: WorkerSpec) -> Herder:
         if spec.distributed:

@@ -26,3 +26,19 @@ TASK_STALLED = Gauge(_PREFIX + "task_stalled",
 TASK_RETRYING = Gauge(_PREFIX + "task_retrying",
                       "1 while the task is retrying a retriable error (broker down, partition not "
                       "available yet...).", ("connector", "task"))
+
+#: Connect's task-error-metrics group (RetryWithToleranceOperator / ErrorHandlingMetrics), by Connect's
+#: metric name; counted by :mod:`framework.runtime.error_handling`.
+TASK_ERROR_METRICS = {
+    name: Counter(_PREFIX + "task_error_metrics_" + name.replace("-", "_"), f"Connect's {name}: {doc}",
+                  ("connector", "task"))
+    for name, doc in (
+        ("total-record-failures", "record processing failures, each attempt counted (retries included)."),
+        ("total-record-errors", "records that failed after any retries (tolerated or not)."),
+        ("total-records-skipped", "records skipped because of errors (errors.tolerance=all)."),
+        ("total-retries", "operations retried after a retriable failure."),
+        ("total-errors-logged", "errors written to the log (errors.log.enable=true)."),
+        ("deadletterqueue-produce-requests", "records sent to the dead letter queue."),
+        ("deadletterqueue-produce-failures", "records that could not be written to the dead letter queue."),
+    )
+}

@@ -26,7 +26,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from framework.api.config import Config
 from framework.api.errors import ConfigError, ConnectError
-from framework.api.kafka_clients import client_kwargs
+from framework.clients.kafka_clients import client_kwargs
 from framework.plugins import PluginRegistry
 from framework.runtime.herder import Herder
 

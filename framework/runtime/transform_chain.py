@@ -7,8 +7,10 @@ or None (dropped), so the source path (between ``poll()`` and the producer, in
 consumer and ``put()``) share it. A connector without ``transforms`` gets no chain at all
 (``build_chain`` returns None), and the task's hot path then runs no transform code.
 
-A transform or predicate that raises fails the task with a :class:`TransformError` naming the
-alias and the record (topic, partition and source offset); error tolerance comes later.
+A transform or predicate that raises is reported as a :class:`TransformError` naming the
+alias and the record (topic, partition and source offset), at the ``TRANSFORMATION`` stage; the
+task's :class:`~framework.runtime.error_handling.ErrorHandler` then fails the task or, with
+``errors.tolerance=all``, skips the record.
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from framework.api.errors import ConnectError
-from framework.api.records import SourceRecord
+from framework.api.records import SinkRecord, SourceRecord
 from framework.api.transforms import Predicate, Transformation
-from framework.plugins import PluginRegistry
+from framework.plugins import PluginRegistry, full_name
+from framework.runtime.error_handling import Stage, StageError
 from framework.runtime.transform_config import (
     NEGATE,
     PREDICATE,
@@ -35,12 +37,14 @@ from framework.runtime.transform_config import (
 log = logging.getLogger(__name__)
 
 
-class TransformError(ConnectError):
+class TransformError(StageError):
     """A transform (or its predicate) raised on a record; the message says which and on what record."""
 
 
 def describe(record: SourceRecord) -> str:
     """Where a record comes from and goes to, for error messages."""
+    if isinstance(record, SinkRecord):  # consumed from Kafka: its own position
+        return f"the record from topic {record.topic} partition {record.partition} offset {record.offset}"
     bound = f"topic {record.topic} partition {record.partition}"
     partition, offset = record.source_partition or {}, record.source_offset or {}
     if "topic" in partition and "partition" in partition and "offset" in offset:
@@ -80,7 +84,8 @@ class TransformChain:
             except Exception as exc:
                 raise TransformError(
                     f"Transform {stage.alias} ({type(stage.transformation).__name__}) failed on "
-                    f"{describe(record)}: {exc}") from exc
+                    f"{describe(record)}: {exc}", Stage.TRANSFORMATION,
+                    full_name(type(stage.transformation))) from exc
             if transformed is None:
                 return None
             record = transformed

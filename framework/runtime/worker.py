@@ -22,16 +22,20 @@ from typing import Any
 
 from framework.api.config import Config
 from framework.api.connector import Connector
-from framework.api.kafka_clients import client_kwargs
+from framework.clients.kafka_clients import client_kwargs
 from framework.api.records import ConnectorTaskId
 from framework.api.secrets import scrub, secret_values
 from framework.plugins import PluginRegistry
 from framework.runtime import metrics
 from framework.runtime.bounded import bounded
 from framework.runtime.config_providers import ConfigResolver, has_references, provider_classes
-from framework.runtime.connector_config import CONNECTOR_CONFIG_DEF, PRODUCER_OVERRIDE_PREFIX
+from framework.runtime.connector_config import PRODUCER_OVERRIDE_PREFIX
 from framework.runtime.context import StoreOffsetReader, WorkerConnectorContext
 from framework.runtime.worker_config import PRODUCER_PREFIX
+from framework.runtime.sink_config import connector_config_def, is_sink
+from framework.runtime.sink_task import build_worker_sink_task
+from framework.runtime.converters import source_converters
+from framework.runtime.error_handling import ErrorHandler
 from framework.runtime.transform_chain import build_chain
 from framework.runtime.worker_task import WorkerSourceTask
 from framework.storage.offsets import OffsetStore
@@ -151,7 +155,7 @@ class Worker:
     def parse_connector_config(self, raw: dict[str, Any]) -> tuple[type[Connector], Config]:
         """Resolve the connector class and parse ``raw`` with the common and the connector's settings."""
         connector_class = self.plugins.connector_class(str(raw.get("connector.class", "")))
-        return connector_class, CONNECTOR_CONFIG_DEF.merged(connector_class.config_def).parse(raw)
+        return connector_class, connector_config_def(connector_class).merged(connector_class.config_def).parse(raw)
 
     async def start_connector(self, name: str, raw: dict[str, Any], paused: bool = False) -> bool:
         """Instantiate, initialise and start a connector; False (and FAILED status) if that fails."""
@@ -200,6 +204,9 @@ class Worker:
         except Exception as exc:
             log.error("Connector %s: stop() raised or hung (%r); the worker goes on, but the connector's "
                       "resources may leak", name, exc)
+        context = getattr(connector, "context", None)
+        if isinstance(context, WorkerConnectorContext):  # its context.run_in_background work
+            await context.close_background(self.stop_timeout_s)
 
     async def task_configs(self, name: str) -> list[dict[str, str]]:
         """Ask a running connector for its task configs, capped at ``tasks.max``."""
@@ -244,7 +251,21 @@ class Worker:
                 connector_class, connector_settings = self.parse_connector_config(connector_config)
             task = connector_class().task_class()()
             transforms = build_chain(connector_settings.originals, self.plugins)  # None without transforms
+            sink = build_worker_sink_task(self, task_id, task, task_config, connector_settings, transforms) \
+                if is_sink(connector_class) else None
         except Exception as exc:
+            await self._fail_task(task_id, exc)
+            return
+        if sink is not None:  # a sink task consumes instead of producing: no producer here
+            self.tasks[task_id] = sink
+            await self.set_task_state(task_id, State.UNASSIGNED)
+            await sink.start(paused=paused)
+            return
+        try:  # None when all three are ByteArrayConverter: the mirror path runs no converter code
+            converters = source_converters(connector_settings, self.config, self.plugins)
+        except Exception as exc:
+            if transforms is not None:
+                transforms.close()
             await self._fail_task(task_id, exc)
             return
         producer_props = {
@@ -262,7 +283,8 @@ class Worker:
             on_status=self._task_status, on_failure=self._fail_task,
             flush_interval_s=self.config["offset.flush.interval.ms"] / 1000,
             start_timeout_s=self.start_timeout_s, stall_timeout_s=self.config["task.stall.timeout.ms"] / 1000,
-            on_topic=self._on_topic, transforms=transforms)
+            on_topic=self._on_topic, transforms=transforms, converters=converters,
+            errors=ErrorHandler.from_config(task_id, connector_settings))
         self.tasks[task_id] = worker_task
         await self.set_task_state(task_id, State.UNASSIGNED)
         await worker_task.start(paused=paused)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from framework.api.config import ConfigDef, ConfigKey, Importance, OneOf, Range, Type
+from framework.runtime.converters import converter_keys
 
 #: Prefix of the settings that configure TLS of an ``https://`` REST listener only. As in Connect,
 #: it is all or nothing: once any ``listeners.https.*`` setting is given, the worker's ``ssl.*``
@@ -105,6 +106,7 @@ WORKER_CONFIG_DEF = ConfigDef([
               doc="Whether GET /metrics needs the same authentication as the rest of the REST API. false "
                   "leaves it open for a Prometheus scraper (TLS client-certificate checks still apply, "
                   "as they happen before the request is read)."),
+    *converter_keys(worker=True),  # key.converter, value.converter, header.converter (ByteArrayConverter)
     *_rest_ssl_keys("", "Used by the REST API's https listeners unless a listeners.https.ssl.* setting is "
                         "given; also configures the worker's Kafka clients when they use SSL."),
     *_rest_ssl_keys(LISTENER_HTTPS_PREFIX, "For the https REST listener only; once any listeners.https.* "

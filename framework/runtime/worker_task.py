@@ -10,7 +10,12 @@ Transforms (``transforms=...``): each record ``poll`` returns goes through the c
 :class:`~framework.runtime.transform_chain.TransformChain` before the producer. A dropped
 record counts as done in its place (its offset commits once the records before it are
 acknowledged); ``commit_record`` gets the record as ``poll`` returned it, with ``None``
-metadata for a dropped one. Without transforms the loop is the plain one.
+metadata for a dropped one. Converters (``key.converter``... other than ByteArrayConverter) run
+after the transforms, and both run under the connector's
+:class:`~framework.runtime.error_handling.ErrorHandler`: a record that fails either fails the
+task (``errors.tolerance=none``, the trace naming stage, class, topic, partition and offset) or
+is dropped like a filtered record and counted (``errors.tolerance=all``). Without transforms
+and with pass-through converters the loop is the plain one.
 
 Supervision: the task is RUNNING only while all of its loops (poll, acks, flush, watchdog)
 run. An exception escaping any of them, ``start``, or a record the target refuses, stops
@@ -34,13 +39,15 @@ from aiokafka.errors import KafkaError, KafkaTimeoutError
 
 from framework.api.context import OffsetReader
 from framework.api.errors import ConnectError, RetriableError
-from framework.api.producer import RecordProducer
+from framework.clients.producer import RecordProducer
 from framework.api.records import ConnectorTaskId, RecordMetadata, SourceRecord
 from framework.api.task import SourceTask
 from framework.runtime import metrics
 from framework.runtime.background import BackgroundTasks
 from framework.runtime.bounded import bounded
 from framework.runtime.context import WorkerSourceTaskContext
+from framework.runtime.converters import RecordConverters
+from framework.runtime.error_handling import SKIP, ErrorHandler, ErrorSettings, Stage
 from framework.runtime.offset_tracker import OffsetTracker, TransformedOffsetTracker
 from framework.runtime.transform_chain import TransformChain
 from framework.storage.offsets import OffsetStore, partition_key
@@ -77,7 +84,8 @@ class WorkerSourceTask:
                  producer_kwargs: dict[str, Any], offset_store: OffsetStore, offset_reader: OffsetReader,
                  on_status: StatusCallback, on_failure: FailureCallback, flush_interval_s: float,
                  start_timeout_s: float = 60.0, stall_timeout_s: float = 60.0,
-                 on_topic: Callable[[str, str], None] | None = None, transforms: TransformChain | None = None):
+                 on_topic: Callable[[str, str], None] | None = None, transforms: TransformChain | None = None,
+                 converters: RecordConverters | None = None, errors: ErrorHandler | None = None):
         self.id = task_id
         self.task = task
         self.config = config
@@ -93,7 +101,10 @@ class WorkerSourceTask:
         #: the connector's transforms; None (not an empty chain) when there are none, so the
         #: hot path pays nothing for them
         self._chain = transforms
-        self._tracker = OffsetTracker(task_id.connector) if transforms is None \
+        #: the converters; None (not pass-through ones) when all three are ByteArrayConverter
+        self._converters = None if converters is None or converters.is_passthrough else converters
+        self._errors = errors if errors is not None else ErrorHandler(task_id, ErrorSettings())
+        self._tracker = OffsetTracker(task_id.connector) if transforms is None and self._converters is None \
             else TransformedOffsetTracker(task_id.connector)
         self._acked: deque[tuple[SourceRecord, RecordMetadata | None]] = deque()
         self._acked_event = asyncio.Event()
@@ -107,6 +118,7 @@ class WorkerSourceTask:
         self._topics: set[str] = set()
         self._last_progress = time.monotonic()
         self._failure_report: asyncio.Future | None = None
+        self._context: WorkerSourceTaskContext | None = None
         #: Conditions shown in the task's status (key -> message), reported by the runtime and the task.
         self.warnings: dict[str, str] = {}
         self.failed = False
@@ -125,9 +137,11 @@ class WorkerSourceTask:
             self._producer = RecordProducer(**{"acks": "all", "enable_idempotence": True, "linger_ms": 5,
                                                "max_batch_size": 512 * 1024, **self._producer_kwargs})
             await bounded(self._producer.start(), self._start_timeout_s, f"Task {self.id}: starting its producer")
-            self.task.initialize(WorkerSourceTaskContext(self.id, self._offset_reader, self.warnings))
+            self._context = WorkerSourceTaskContext(self.id, self._offset_reader, self.warnings, on_crash=self._fail)
+            self.task.initialize(self._context)
             await bounded(self.task.start(dict(self.config)), self._start_timeout_s, f"Task {self.id}: start()")
             self._started = True
+            await bounded(self._errors.start(), self._start_timeout_s, f"Task {self.id}: starting error reporting")
         except Exception as exc:
             self._fail(exc)
             return
@@ -175,9 +189,15 @@ class WorkerSourceTask:
                 await bounded(self.task.stop(), timeout, f"Task {self.id}: stop()")
             except Exception as exc:
                 log.error("Task %s: stop() raised or hung (%r); its resources may leak", self.id, exc)
+        if self._context is not None:  # the task's own background work (context.run_in_background)
+            await self._context.close_background(timeout)
         if self._chain is not None:
             self._chain.close()
             self._chain = None
+        if self._converters is not None:
+            self._converters.close()
+            self._converters = None
+        await self._errors.close()
         if self._producer is not None:
             try:
                 await bounded(self._producer.stop(), timeout, f"Task {self.id}: stopping its producer")
@@ -243,17 +263,17 @@ class WorkerSourceTask:
                 backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
                 continue
             backoff = RETRY_BACKOFF_S
-            chain = self._chain
-            if chain is None:
+            if self._chain is None and self._converters is None:
                 for record in records or ():
                     await self._send(record)
             else:
                 for record in records or ():
-                    transformed = chain.apply(record)  # raises TransformError naming the record: the task fails
-                    if transformed is None:
+                    # a failure not tolerated raises ToleranceExceededError naming the record: the task fails
+                    processed = await self._process(record)
+                    if processed is None:
                         self._drop(record)
                     else:
-                        await self._send(transformed, record)
+                        await self._send(processed, record)
             self._set_retrying(None)
             if self._commit_due:
                 self._commit_due = False
@@ -300,6 +320,22 @@ class WorkerSourceTask:
                 log.info("Task %s is no longer stalled", self.id)
 
     # -- producing -----------------------------------------------------------------------
+    async def _process(self, record: SourceRecord) -> SourceRecord | None:
+        """The record after the transforms and converters, or None when dropped or skipped on error."""
+        chain, converters = self._chain, self._converters
+        result: Any = record
+        if chain is not None:
+            result = await self._errors.execute(Stage.TRANSFORMATION, lambda: chain.apply(record), record)
+            if result is None or result is SKIP:
+                return None
+        if converters is not None:
+            transformed = result
+            result = await self._errors.execute(Stage.VALUE_CONVERTER, lambda: converters.to_bytes(transformed),
+                                                record, type(converters.value))
+            if result is SKIP:
+                return None
+        return result
+
     def _drop(self, record: SourceRecord) -> None:
         """A record a transform dropped: done as if written (its offset commits in its turn, and
         ``commit_record(record, None)`` is called once the records before it are acknowledged)."""

@@ -17,7 +17,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from framework.api.producer import RecordProducer
+from framework.clients.producer import RecordProducer
 
 #: Topic config for records with fixed historical timestamps (e.g. 2023): no time-based
 #: retention, so the broker's retention check does not delete them mid-test. Remote topics

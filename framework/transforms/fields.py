@@ -33,7 +33,15 @@ class _FieldTransform(BuiltinTransformation):
     part: Part
 
     def apply(self, record: SourceRecord) -> SourceRecord | None:
-        """The record with its key or value changed by ``change``; a null one passes unchanged."""
+        """The record with its key or value changed by ``change``; a null one passes unchanged.
+
+        A JSON object in bytes comes back as compact JSON bytes; a dict (data from a converter,
+        or a source task's value for one) comes back as a new dict, its schema cleared
+        (``key_schema``/``value_schema`` None: a converter infers it again)."""
+        current = record.key if self.part == "key" else record.value
+        if isinstance(current, dict):
+            return dataclasses.replace(record, **{self.part: self.change(record, dict(current)),
+                                                  f"{self.part}_schema": None})
         data = decode_object(self, record)
         if data is None:
             return record

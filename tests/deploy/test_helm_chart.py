@@ -23,7 +23,7 @@ import yaml
 
 from connectors.mirror_client.mm2_config import MirrorMakerConfig
 from connectors.mm2.command import worker_specs
-from framework.api.configfile import parse_properties
+from framework.clients.configfile import parse_properties
 from framework.runtime.worker_config import DISTRIBUTED_CONFIG_DEF
 
 # generous: the first test may build Helm from source (scripts/helm) before rendering anything

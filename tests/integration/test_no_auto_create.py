@@ -17,7 +17,7 @@ from aiokafka.errors import UnknownTopicOrPartitionError
 from aiokafka.protocol.metadata import MetadataRequest
 
 from framework.api import PartitionNotAvailableError
-from framework.api.producer import RecordProducer
+from framework.clients.producer import RecordProducer
 from framework.testing.kafka import topics_of
 
 pytestmark = pytest.mark.integration

@@ -15,7 +15,7 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
 
 from framework.api import PartitionNotAvailableError, RetriableError
-from framework.api.producer import RecordProducer
+from framework.clients.producer import RecordProducer
 from framework.testing.kafka import partitions_of, read_all
 
 pytestmark = pytest.mark.integration

@@ -7,6 +7,7 @@ import ast
 import importlib
 import inspect
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ PLUGIN_DOC = ROOT / "docs" / "plugin-authoring.md"
 
 #: Runtime internals the API must never depend on.
 FORBIDDEN_FROM_API = ("framework.runtime", "framework.storage", "framework.rest", "framework.cli",
-                      "framework.plugins", "framework.localkafka")
+                      "framework.plugins", "framework.localkafka", "framework.clients")
 
 
 def _python_files(directory: Path) -> list[Path]:
@@ -119,6 +120,7 @@ def test_import_scanner_sees_every_form(tmp_path):
         "    import framework.localkafka\n"
         "    importlib.import_module('framework.runtime.herder')\n"
         "from . import config\n"
+        "from framework.clients.kafka_admin import describe_acls\n"
     )
     modules = {module for _, module in imported_modules(source, root=tmp_path)}
     for forbidden in FORBIDDEN_FROM_API:
@@ -151,6 +153,58 @@ def test_hookspec_has_docstring(name):
     assert doc and doc.strip(), f"hook {name} has no docstring"
 
 
+def _doc_code_blocks(text: str) -> list[ast.Module]:
+    """Every ```python block of the document that parses (shell and TOML blocks are skipped)."""
+    trees = []
+    for block in re.findall(r"```python\n(.*?)```", text, flags=re.S):
+        try:
+            trees.append(ast.parse(block))
+        except SyntaxError:
+            continue
+    return trees
+
+
+def _documented_hookimpls(name: str) -> list[ast.FunctionDef]:
+    """The ``def <name>(...)`` examples of hook ``name`` in docs/plugin-authoring.md."""
+    return [node for tree in _doc_code_blocks(PLUGIN_DOC.read_text()) for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef) and node.name == name]
+
+
+def _returns(function: ast.FunctionDef) -> list[ast.expr]:
+    return [node.value for node in ast.walk(function) if isinstance(node, ast.Return) and node.value is not None]
+
+
+@pytest.mark.parametrize("name", HOOKSPECS)
+def test_documented_hook_signature_matches_its_spec(name):
+    """The doc's example of each hook takes the spec's parameters and returns what the spec's annotation says."""
+    spec = inspect.signature(getattr(hookspecs, name))
+    examples = _documented_hookimpls(name)
+    assert examples, f"docs/plugin-authoring.md has no `def {name}(...)` example in a python block"
+    assert spec.return_annotation is not inspect.Signature.empty, f"hook {name} has no return annotation"
+    returns_list = str(spec.return_annotation).startswith("list")
+    doc = inspect.getdoc(getattr(hookspecs, name)) or ""
+    assert doc.lower().startswith("return"), f"the docstring of hook {name} does not say what it returns"
+    for example in examples:
+        params = [a.arg for a in (*example.args.posonlyargs, *example.args.args, *example.args.kwonlyargs)]
+        assert params == list(spec.parameters), \
+            f"docs: {name}({', '.join(params)}) but the hook is {name}({', '.join(spec.parameters)})"
+        if example.returns is not None:
+            assert ast.unparse(example.returns) == str(spec.return_annotation), \
+                f"docs: {name} returns {ast.unparse(example.returns)}, the spec {spec.return_annotation}"
+        if returns_list:
+            bad = [ast.unparse(value) for value in _returns(example)
+                   if not isinstance(value, (ast.List, ast.ListComp, ast.Name, ast.Call))]
+            assert _returns(example) and not bad, f"docs: {name} must return a list ({spec.return_annotation})"
+
+
+def test_signature_check_catches_a_wrong_example(tmp_path, monkeypatch):
+    wrong = tmp_path / "doc.md"
+    wrong.write_text("```python\n@hookimpl\ndef register_connectors(config):\n    return {}\n```\n")
+    monkeypatch.setattr(sys.modules[__name__], "PLUGIN_DOC", wrong)
+    with pytest.raises(AssertionError, match=r"register_connectors\(config\)"):
+        test_documented_hook_signature_matches_its_spec("register_connectors")
+
+
 # ---------------------------------------------------------------------------------------
 # (c) the public API is documented
 # ---------------------------------------------------------------------------------------
@@ -176,7 +230,7 @@ PUBLIC = list(_public_definitions())
 
 def test_public_definitions_found():
     names = {name for _, name, _ in PUBLIC}
-    assert {"ConfigDef", "ConfigDef.parse", "SourceTask.poll", "client_kwargs", "register_connectors"} <= names
+    assert {"ConfigDef", "ConfigDef.parse", "SourceTask.poll", "KafkaClients.client_kwargs", "register_connectors"} <= names
 
 
 @pytest.mark.parametrize("module, name, node", PUBLIC, ids=[f"{m}.{n}" for m, n, _ in PUBLIC])
@@ -203,6 +257,31 @@ CONFIG_MODULES = ["mirrorline_example.sequence", "framework.runtime.connector_co
                   "framework.runtime.worker_config"]
 
 
+def _installed_plugin_classes() -> list[tuple[str, type]]:
+    """(kind, class) of every plugin class the installed plugins register, from the registry itself:
+    connectors, transforms, predicates, converters, header converters, config providers, jobs."""
+    from framework.plugins import PluginRegistry, full_name
+
+    registry = PluginRegistry.discover()
+    found: dict[str, tuple[str, type]] = {}
+    tables = [("connector", registry.connectors())]
+    for kind, attribute in (("transformation", "transforms"), ("predicate", "predicates"),
+                            ("converter", "converters"), ("header converter", "header_converters")):
+        table = getattr(registry, attribute, None)
+        if table is not None:
+            tables.append((kind, table.all()))
+    from framework.runtime.config_providers import provider_classes  # built-in providers and the plugins'
+
+    tables.append(("config provider", {full_name(c): c for c in
+                                       provider_classes(registry.config_provider_classes()).values()}))
+    if hasattr(registry, "jobs"):
+        tables.append(("job", registry.jobs()))
+    for kind, classes in tables:
+        for name, cls in classes.items():
+            found.setdefault(name, (kind, cls))
+    return sorted(found.values(), key=lambda item: full_name(item[1]))
+
+
 def _config_defs():
     for module_name in CONFIG_MODULES:
         module = importlib.import_module(module_name)
@@ -221,7 +300,17 @@ def _config_defs():
                     yield f"{module_name}.{label}", key
 
 
-CONFIG_KEYS = list(_config_defs())
+def _plugin_config_keys():
+    from framework.plugins import full_name
+
+    for kind, cls in _installed_plugin_classes():
+        definition = getattr(cls, "config_def", None)
+        if isinstance(definition, ConfigDef):
+            for key in definition.keys.values():
+                yield f"{kind} {full_name(cls)}", key
+
+
+CONFIG_KEYS = list(_config_defs()) + list(_plugin_config_keys())
 
 
 def test_config_defs_found():
@@ -232,6 +321,12 @@ def test_config_defs_found():
     assert "framework.runtime.worker_config.WORKER_CONFIG_DEF" in owners
     example = importlib.import_module("mirrorline_example.sequence").SequenceSourceConnector
     assert example.config_def.keys, "the example connector declares settings"
+    # every installed plugin, found through the registry rather than listed here
+    assert any(o.startswith("connector connectors.source_mirror.connector.MirrorSourceConnector") for o in owners)
+    assert any(o.startswith("transformation ") for o in owners)
+    assert any(o.startswith("transformation mirrorline_pii.") for o in owners), "the PII example plugin's transform"
+    kinds = {kind for kind, _ in _installed_plugin_classes()}
+    assert {"connector", "transformation", "predicate", "config provider"} <= kinds
 
 
 @pytest.mark.parametrize("owner, key", CONFIG_KEYS, ids=[f"{o}:{k.name}" for o, k in CONFIG_KEYS])

@@ -11,7 +11,7 @@ import pytest
 from connectors.mirror_client.config import client_props
 from connectors.mirror_client.mm2_config import MirrorMakerConfig
 from framework.api import ConfigError, Password
-from framework.api.kafka_clients import client_kwargs
+from framework.clients.kafka_clients import client_kwargs
 from framework.testing.tls import make_ca, write_tls_material
 
 STORE_PASSWORD = "store-pw-1"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from connectors.mirror_client.mm2_config import CONNECTOR_NAMES, MirrorMakerConfig
 from connectors.mm2.command import worker_specs
-from framework.api.configfile import load_config_file
+from framework.clients.configfile import load_config_file
 from framework.plugins import PluginRegistry
 from framework.runtime.connector_config import CONNECTOR_CONFIG_DEF
 from framework.runtime.worker_config import DISTRIBUTED_CONFIG_DEF, WORKER_CONFIG_DEF

@@ -1,4 +1,4 @@
-"""Unit tests of framework.api.kafka_clients.client_kwargs: Java client settings to aiokafka arguments."""
+"""Unit tests of framework.clients.kafka_clients.client_kwargs: Java client settings to aiokafka arguments."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
 from framework.api import ConfigError
-from framework.api.kafka_clients import client_kwargs
+from framework.clients.kafka_clients import client_kwargs
 
 CLIENT_CLASSES = {"producer": aiokafka.AIOKafkaProducer, "consumer": aiokafka.AIOKafkaConsumer,
                   "admin": AIOKafkaAdminClient}

@@ -1,4 +1,4 @@
-"""Unit tests of the metadata patch (framework.api.no_auto_create), RecordProducer's arguments and
+"""Unit tests of the metadata patch (framework.clients.no_auto_create), RecordProducer's arguments and
 the ``max.block.ms`` mapping: the pure-logic side of "our clients never auto-create topics"."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from aiokafka.protocol.metadata import MetadataRequest, MetadataRequest_v1, Meta
 
 import framework  # noqa: F401  (installs the patch, as any mirrorline import does)
 from framework.api import PartitionNotAvailableError, RetriableError
-from framework.api import no_auto_create
-from framework.api.kafka_clients import client_kwargs
-from framework.api.producer import DEFAULT_MAX_BLOCK_MS, RecordProducer
+from framework.clients import no_auto_create
+from framework.clients.kafka_clients import client_kwargs
+from framework.clients.producer import DEFAULT_MAX_BLOCK_MS, RecordProducer
 
 
 @pytest.mark.parametrize("struct", [MetadataRequest_v4, MetadataRequest_v5])

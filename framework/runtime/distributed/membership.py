@@ -29,7 +29,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment, ConsumerProtocolMemberMetadata
 
-from framework.api.kafka_clients import client_kwargs
+from framework.clients.kafka_clients import client_kwargs
 from framework.runtime.background import BackgroundTasks
 from framework.runtime.distributed.assignment import Assignment, MemberState
 

@@ -11,7 +11,8 @@ from aiokafka.errors import GroupCoordinatorNotAvailableError
 
 from connectors.mirror_client.client import MirrorClient, reread_count
 from connectors.mirror_client.formats import Checkpoint
-from framework.api.kafka_admin import alter_consumer_group_offsets
+from framework.clients.kafka_admin import alter_consumer_group_offsets
+from framework.clients.runtime_clients import KAFKA_CLIENTS
 from framework.testing.kafka import commit_on, create_topic, produce, read_all
 from framework.testing.worker import Rest, running_standalone
 
@@ -95,7 +96,7 @@ async def test_group_fails_over_to_b_without_skipping(cluster_a, cluster_b, mirr
         assert {c.upstream_offset for c in mine} == set(consumed.values())
 
         # MirrorClient reads the same translation from B alone
-        async with MirrorClient({"bootstrap.servers": cluster_b.bootstrap_servers}) as client:
+        async with MirrorClient({"bootstrap.servers": cluster_b.bootstrap_servers}, KAFKA_CLIENTS) as client:
             translated = await client.translate_offsets(group, "A")
             assert {tp: om.offset for tp, om in translated.items()} == on_b
 

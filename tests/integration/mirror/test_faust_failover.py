@@ -37,7 +37,8 @@ from connectors.faust_failover import (ENV_MM2_PROPERTIES, ENV_POLICY_CLASS, ENV
 from connectors.mirror_client.client import MirrorClient, reread_count  # noqa: E402
 from connectors.mirror_client.filters import TopicFilter  # noqa: E402
 from framework.api import ConfigError  # noqa: E402
-from framework.api.configfile import parse_properties  # noqa: E402
+from framework.clients.configfile import parse_properties  # noqa: E402
+from framework.clients.runtime_clients import KAFKA_CLIENTS  # noqa: E402
 from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES  # noqa: E402
 from framework.testing.kafka import create_topic, produce, read_all  # noqa: E402
 from framework.testing.mm2 import isolated_state  # noqa: E402
@@ -362,7 +363,7 @@ async def _final_checkpoint(bootstrap: str, group: str, remote_topic: str, posit
     deadline = time.monotonic() + timeout
     last, since = None, time.monotonic()
     while True:
-        async with MirrorClient({"bootstrap.servers": bootstrap}) as client:
+        async with MirrorClient({"bootstrap.servers": bootstrap}, KAFKA_CLIENTS) as client:
             checkpoints = await client.checkpoints(group, "A", timeout_s=10)
         seen = {tp.partition: (c.upstream_offset, c.downstream_offset) for tp, c in checkpoints.items()
                 if tp.topic == remote_topic}

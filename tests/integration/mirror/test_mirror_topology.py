@@ -8,7 +8,7 @@ import time
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
 
-from framework.api.kafka_admin import incremental_alter_configs
+from framework.clients.kafka_admin import incremental_alter_configs
 from framework.testing.kafka import (
     create_topic,
     partitions_of,

@@ -13,6 +13,7 @@ import pytest
 
 from connectors.mirror_client.client import MirrorClient
 from connectors.mirror_client.formats import Heartbeat
+from framework.clients.runtime_clients import KAFKA_CLIENTS
 from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
 from framework.testing.mm2 import isolated_state, start_mm2, stop_mm2
 from framework.testing.distributed import overlaps, status_history
@@ -73,7 +74,7 @@ async def test_mm2_properties_flow_mirrors_and_stops_cleanly(cluster_a, cluster_
             await asyncio.sleep(1)
         assert "A.checkpoints.internal" in await topics_of(cluster_b.bootstrap_servers)
         # applications on B can see where their data comes from, through the MirrorClient
-        async with MirrorClient({"bootstrap.servers": cluster_b.bootstrap_servers}) as client:
+        async with MirrorClient({"bootstrap.servers": cluster_b.bootstrap_servers}, KAFKA_CLIENTS) as client:
             assert "A" in await client.upstream_clusters()
             assert await client.replication_hops("A") == 1
             assert f"A.{topic}" in await client.remote_topics("A")

@@ -22,7 +22,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from connectors.mirror_client.formats import Heartbeat
 from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
-from framework.api.kafka_clients import client_kwargs
+from framework.clients.kafka_clients import client_kwargs
 from framework.localkafka.cluster import TLS_PASSWORD
 from framework.testing.kafka import commit_on
 from framework.testing.kafka import KEEP_OLD_RECORDS, produce, record_tuples

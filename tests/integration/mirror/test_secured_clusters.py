@@ -13,7 +13,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from framework.api.kafka_clients import client_kwargs
+from framework.clients.kafka_clients import client_kwargs
 from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
 from framework.localkafka.manager import LocalKafka
 from framework.testing.mm2 import start_mm2, stop_mm2

@@ -17,7 +17,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from framework.api.kafka_clients import client_kwargs
+from framework.clients.kafka_clients import client_kwargs
 from framework.localkafka.manager import LocalKafka
 from framework.testing.acls import Acl, grant, revoke, topic_acls
 from framework.testing.fixtures import _free_base_port

@@ -8,7 +8,8 @@ import pytest
 from aiokafka.errors import ClusterAuthorizationFailedError, InvalidRequestError, SecurityDisabled
 from prometheus_client import REGISTRY
 
-from framework.api.kafka_admin import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from framework.api.clients import AclBinding, AclFilter, AclOperation, AclPermissionType, PatternType, ResourceType
+from framework.testing.plugin_kit import FakeKafkaClients
 
 from connectors.mirror_client.filters import TopicFilter
 from connectors.mirror_client.policies import (
@@ -135,14 +136,15 @@ class FakeCluster:
         return self.topics
 
 
-@pytest.fixture
-def fake_requests(monkeypatch):
-    async def describe(admin, acl_filter, node_id=None):
+class AclClients(FakeKafkaClients):
+    """The ACL requests of ``context.clients`` answered from the FakeClusters passed as admins."""
+
+    async def describe_acls(self, admin, acl_filter=AclFilter()):
         if admin.error:
             raise admin.error("refused")
         return [b for b in admin.acls if b.resource_type == acl_filter.resource_type]
 
-    async def create(admin, bindings, node_id=None):
+    async def create_acls(self, admin, bindings):
         if admin.error:
             raise admin.error("refused")
         failures = []
@@ -154,12 +156,15 @@ def fake_requests(monkeypatch):
                 admin.created.append(binding)
         return failures
 
-    monkeypatch.setattr(acl_sync, "describe_acls", describe)
-    monkeypatch.setattr(acl_sync, "create_acls", create)
+
+@pytest.fixture
+def fake_requests():
+    return AclClients()
 
 
 def make_sync(source, target, warnings):
-    return TopicAclSync(source, target, "A", "B", DEFAULT, selection(DEFAULT).should_replicate, warnings.append)
+    return TopicAclSync(AclClients(), source, target, "A", "B", DEFAULT, selection(DEFAULT).should_replicate,
+                        warnings.append)
 
 
 def errors(reason: str) -> float:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 
 from connectors.mirror_client.client import MirrorClient
+from framework.testing.plugin_kit import FakeKafkaClients
 
 
 class TopicsOnly(MirrorClient):
     """A MirrorClient whose cluster is just a topic list: the topology logic is pure."""
 
     def __init__(self, topics: list[str], **config: str):
-        super().__init__({"bootstrap.servers": "unused:9092", **config})
+        super().__init__({"bootstrap.servers": "unused:9092", **config}, FakeKafkaClients())
         self._topics = topics
 
     async def topics(self) -> list[str]:

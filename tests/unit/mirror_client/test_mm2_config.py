@@ -3,7 +3,7 @@
 import pytest
 
 from framework.api import ConfigError
-from framework.api.configfile import parse_properties
+from framework.clients.configfile import parse_properties
 
 from connectors.mirror_client.mm2_config import (
     BYTE_ARRAY_CONVERTER,

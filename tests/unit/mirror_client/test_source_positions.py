@@ -18,6 +18,7 @@ from connectors.source_mirror import metrics, task as task_module
 from connectors.source_mirror.positions import PositionState, check_position
 from connectors.source_mirror.task import MirrorSourceTask
 from framework.api.context import OffsetReader, SourceTaskContext
+from framework.clients.runtime_clients import KAFKA_CLIENTS
 from framework.api.records import ConnectorTaskId, RecordMetadata
 
 OK, LOST, BACKWARDS = PositionState.OK, PositionState.LOST_TO_RETENTION, PositionState.OFFSETS_WENT_BACKWARDS
@@ -108,6 +109,7 @@ class Context(SourceTaskContext):
         self.task_id = ConnectorTaskId("unit-mirror", 0)
         self.offsets = StoredOffsets(stored)
         self.warnings: dict[str, str] = {}
+        self.clients = KAFKA_CLIENTS
 
     def report_warning(self, message, key=None):
         self.warnings[key or message] = message

@@ -14,7 +14,7 @@ MM2 needs four things it lacks or only half-offers:
   ``describe_consumer_groups`` response.
 - **describe and create ACLs** (DescribeAcls, key 29; CreateAcls, key 30): aiokafka defines
   the request classes but its admin client has no methods for them. :class:`AclBinding` and
-  :class:`AclFilter` carry Kafka's numeric codes (:class:`ResourceType`, :class:`PatternType`,
+  :class:`AclFilter` (plugin contract, defined in :mod:`framework.api.clients`) carry Kafka's numeric codes (:class:`ResourceType`, :class:`PatternType`,
   :class:`AclOperation`, :class:`AclPermissionType`).
 
 The requests are defined here with aiokafka's own protocol building blocks
@@ -36,7 +36,6 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from enum import IntEnum
 from typing import TypeAlias
 
@@ -47,6 +46,9 @@ from aiokafka.protocol.admin import CreateAclsRequest, DescribeAclsRequest
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.commit import OffsetCommitRequest
 from aiokafka.protocol.types import Array, Boolean, Int8, Int16, Int32, Schema, String
+
+from framework.api.clients import (AclBinding, AclFilter, AclOperation, AclPermissionType, PatternType,
+                                   ResourceType)
 
 __all__ = [
     "AclBinding",
@@ -363,105 +365,11 @@ async def describe_consumer_group_state(admin: AIOKafkaAdminClient, group: str) 
 # --- ACLs (DescribeAcls key 29, CreateAcls key 30) ---------------------------------------------
 
 
-class ResourceType(IntEnum):
-    """Kafka's ResourceType codes (``ANY`` only in filters)."""
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-    USER = 7
-
-
-class PatternType(IntEnum):
-    """Kafka's PatternType codes (``ANY`` and ``MATCH`` only in filters)."""
-    UNKNOWN = 0
-    ANY = 1
-    MATCH = 2
-    LITERAL = 3
-    PREFIXED = 4
-
-
-class AclOperation(IntEnum):
-    """Kafka's AclOperation codes (``ANY`` only in filters)."""
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-    TWO_PHASE_COMMIT = 15
-
-
-class AclPermissionType(IntEnum):
-    """Kafka's AclPermissionType codes (``ANY`` only in filters)."""
-    UNKNOWN = 0
-    ANY = 1
-    DENY = 2
-    ALLOW = 3
-
-
 def _enum(kind: type[IntEnum], code: int) -> IntEnum | int:
     try:
         return kind(code)
     except ValueError:  # a code newer than this module: keep the number
         return code
-
-
-@dataclass(frozen=True)
-class AclBinding:
-    """One ACL: ``principal`` (``User:name``) from ``host`` (``*`` for any) is ``permission_type``-ed
-    ``operation`` on the resource ``resource_name`` of ``resource_type``, matched as ``pattern_type``
-    (LITERAL: that exact name, or ``*`` for every resource; PREFIXED: every name starting with it).
-    """
-
-    resource_type: ResourceType
-    resource_name: str
-    pattern_type: PatternType
-    principal: str
-    host: str
-    operation: AclOperation
-    permission_type: AclPermissionType
-
-    def __str__(self) -> str:
-        def name(value) -> str:
-            return getattr(value, "name", str(value))
-        return (f"{name(self.permission_type)} {self.principal} {name(self.operation)} from {self.host} on "
-                f"{name(self.resource_type)} {name(self.pattern_type)} {self.resource_name!r}")
-
-
-@dataclass(frozen=True)
-class AclFilter:
-    """Which ACLs :func:`describe_acls` returns; ``None`` and the ``ANY`` codes match everything.
-
-    ``pattern_type=MATCH`` returns every binding that applies to ``resource_name`` (literal,
-    wildcard and prefixed); ``ANY`` only bindings whose own name equals ``resource_name``.
-    """
-
-    resource_type: ResourceType = ResourceType.ANY
-    resource_name: str | None = None
-    pattern_type: PatternType = PatternType.ANY
-    principal: str | None = None
-    host: str | None = None
-    operation: AclOperation = AclOperation.ANY
-    permission_type: AclPermissionType = AclPermissionType.ANY
-
-    @classmethod
-    def exactly(cls, binding: AclBinding) -> AclFilter:
-        """The filter matching ``binding`` and nothing else."""
-        return cls(binding.resource_type, binding.resource_name, binding.pattern_type, binding.principal,
-                   binding.host, binding.operation, binding.permission_type)
 
 
 async def describe_acls(admin: AIOKafkaAdminClient, acl_filter: AclFilter = AclFilter(),

@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 
 from framework.api.config import Password
 from framework.api.errors import ConfigError
-from framework.api.jaas import single_login_module
+from framework.clients.jaas import single_login_module
 
 _INT = int
 _STR = str
@@ -62,7 +62,7 @@ _PRODUCER = {
     "enable.idempotence": ("enable_idempotence", _bool),
     "transactional.id": ("transactional_id", _STR),
     "transaction.timeout.ms": ("transaction_timeout_ms", _INT),
-    # Only RecordProducer (framework.api.producer) takes this; plain AIOKafkaProducer does not.
+    # Only RecordProducer (framework.clients.producer) takes this; plain AIOKafkaProducer does not.
     "max.block.ms": ("max_block_ms", _INT),
 }
 _CONSUMER = {
@@ -106,7 +106,7 @@ def client_kwargs(props: Mapping[str, Any], role: str) -> tuple[dict[str, Any], 
     (see :func:`ssl_context`) and SASL settings: ``sasl.mechanism`` PLAIN, SCRAM-SHA-256 or
     SCRAM-SHA-512 (GSSAPI too, given the ``gssapi`` package) whose user and password come from
     ``sasl.jaas.config`` in Java's syntax (``...PlainLoginModule required username="u"
-    password="p";`` or ``...ScramLoginModule ...``, see :mod:`framework.api.jaas`).
+    password="p";`` or ``...ScramLoginModule ...``, see :mod:`framework.clients.jaas`).
 
     Raises :class:`~framework.api.errors.ConfigError` with one line naming the setting (never a
     secret) when a security setting is wrong: unknown protocol or mechanism, bad JAAS syntax, a
