@@ -1,0 +1,402 @@
+"""BackfillJob: copies a flow's history with Spark, then hands each partition over to MirrorSource exactly.
+
+Steps (the driver; Spark does step 4):
+
+1. The flow's topics, as MirrorSource selects them (filter, replication policy, cycles,
+   internal topics), narrowed by ``backfill.topics``; log bounds of every partition.
+2. The plan (:mod:`connectors.mm2.backfill_plan`): ranges, refusals, resumption. It is stored
+   per partition in the flow's offset store (under ``mirrorline-backfill``) before any record
+   is written, with the target offset where the copy starts (``base``).
+3. Remote topics created as MirrorSource creates them (partitions, filtered configs,
+   ``replication.factor``), and the offset-syncs topic.
+4. Spark reads the ranges (one Spark task per partition, no shuffle) and writes them with
+   :func:`~framework.spark.writer.write_ranges`: partition, key, value, headers and timestamp
+   kept, in order; a retried task or a rerun skips what the target already holds.
+5. The hand-off: offset syncs for the copied ranges (MM2's bytes, MM2's emission rule:
+   first record, every ``offset.lag.max``, gaps, last), then MirrorSource's source offset
+   ``{"offset": end - 1}`` per partition (MM2's format), so ``mirrorline mm2`` resumes at
+   ``end``; then the checkpoints are marked done.
+
+The job reaches Spark only through its context (``read_kafka``/``write_kafka`` with the client
+settings the command gave for ``source`` and ``target``), as any third-party job would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import NewTopic
+
+from framework.api import ConfigDef, ConfigKey, ConnectError, Importance, Job, JobContext, PartitionTarget, Type
+
+from connectors.mirror_client.clients import admin_client, connect_admin, consumer_kwargs
+from connectors.mirror_client.config import (OFFSET_SYNCS_TOPIC_LOCATION, SOURCE_CLUSTER_ALIAS, TARGET_CLUSTER_ALIAS,
+                                             client_props, load_replication_policy)
+from connectors.mirror_client.filters import GroupFilter
+from connectors.mirror_client.formats import Checkpoint, OffsetSync, source_partition
+from connectors.mirror_client.locate import bounds, record_at, same_record
+from connectors.mirror_client.mm2_config import SOURCE_CONNECTOR
+from connectors.source_mirror.config import SOURCE_CONFIG_DEF
+from connectors.source_mirror.topics import (ConfigFilter, TopicSelection, create_remote_topics,
+                                             offset_syncs_topic_config, source_topics, topic_filter_for,
+                                             topic_partitions)
+
+from .backfill_plan import (CHECKPOINT_CONNECTOR, Bounds, PartitionRange, Plan, exact_downstream, parse_position,
+                            plan_partition, select_topics, topic_pattern)
+
+TOPICS = "backfill.topics"
+FROM = "backfill.from"
+TO = "backfill.to"
+ALLOW_GAPS = "backfill.allow.gaps"
+#: Flow worker settings (offset store location) are passed under this prefix.
+WORKER_PREFIX = "worker."
+#: Seconds a cluster gets to answer before the backfill gives up on it.
+CONNECT_TIMEOUT_S = 30.0
+#: Seconds between two looks at the target's end offsets for the progress display.
+PROGRESS_EVERY_S = 1.0
+
+BACKFILL_CONFIG_DEF = ConfigDef([
+    ConfigKey(TOPICS, Type.STRING, default="", importance=Importance.MEDIUM,
+              doc="Regular expression a whole source topic name must match, within the topics the flow mirrors "
+                  "(empty: all of them)."),
+    ConfigKey(FROM, Type.STRING, default="earliest", importance=Importance.HIGH,
+              doc="First record to copy in each partition: earliest, offset:N or timestamp:MS (inclusive)."),
+    ConfigKey(TO, Type.STRING, default="latest", importance=Importance.HIGH,
+              doc="Where the copy ends in each partition: latest (the log end when the backfill starts), "
+                  "offset:N or timestamp:MS (exclusive). MirrorSource continues from there."),
+    ConfigKey(ALLOW_GAPS, Type.BOOLEAN, default="false", importance=Importance.MEDIUM,
+              doc="Copy what is left of a range whose start was deleted by retention, and count the missing "
+                  "records, instead of refusing."),
+])
+
+
+class BackfillJob(Job):
+    """Copies the history of an MM2 flow's topics with Spark and hands over to MirrorSource."""
+
+    name = "backfill"
+    description = "copy a MirrorMaker 2 flow's history with Spark, then hand over to MirrorSource exactly"
+    config_def = BACKFILL_CONFIG_DEF
+
+    async def run(self, context: JobContext) -> dict[str, Any]:
+        settings = {k: str(v) for k, v in context.settings.items()}
+        originals = {k: v for k, v in settings.items() if not k.startswith((WORKER_PREFIX, "backfill.", "spark."))}
+        worker = {k[len(WORKER_PREFIX):]: v for k, v in settings.items() if k.startswith(WORKER_PREFIX)}
+        start_at = parse_position("--from", context.config[FROM])
+        end_at = parse_position("--to", context.config[TO])
+        if start_at.kind == "latest":
+            raise ConnectError("--from latest copies nothing: the backfill copies history up to --to")
+        await asyncio.to_thread(context.check_spark)  # before anything is written
+        return await _Backfill(context, originals, worker).run(start_at, end_at, context.config[TOPICS] or None,
+                                                               context.config[ALLOW_GAPS])
+
+
+class _Backfill:
+    """One run of the job, with its clients."""
+
+    def __init__(self, context: JobContext, originals: dict[str, str], worker: dict[str, str]):
+        self.context = context
+        self.log = context.logger
+        self.originals = originals
+        self.worker = worker
+        self.mirror = SOURCE_CONFIG_DEF.parse(originals)
+        self.source_alias = self.mirror[SOURCE_CLUSTER_ALIAS]
+        self.target_alias = self.mirror[TARGET_CLUSTER_ALIAS]
+        self.flow = f"{self.source_alias}->{self.target_alias}"
+        self.policy = load_replication_policy(originals)
+
+    @contextlib.asynccontextmanager
+    async def _clients(self) -> AsyncIterator[None]:
+        clients = self.context.clients
+        client_id = f"{self.flow}|backfill"
+        self.source_admin = admin_client(clients, self.originals, "source", f"{client_id}-source-admin")
+        self.target_admin = admin_client(clients, self.originals, "target", f"{client_id}-target-admin")
+        self.source = AIOKafkaConsumer(**{**consumer_kwargs(clients, self.originals, "source", f"{client_id}-source"),
+                                          "auto_offset_reset": "earliest", "fetch_max_wait_ms": 10})
+        self.target = AIOKafkaConsumer(**{**consumer_kwargs(clients, self.originals, "target", f"{client_id}-target"),
+                                          "auto_offset_reset": "earliest", "fetch_max_wait_ms": 10})
+        try:
+            for side, alias, admin, consumer in (("source", self.source_alias, self.source_admin, self.source),
+                                                 ("target", self.target_alias, self.target_admin, self.target)):
+                try:
+                    await asyncio.wait_for(connect_admin(admin, self.originals, side), CONNECT_TIMEOUT_S)
+                    await asyncio.wait_for(consumer.start(), CONNECT_TIMEOUT_S)
+                except ConnectError:
+                    raise
+                except Exception as exc:  # unreachable, refused login, timeout: one line naming the cluster
+                    raise ConnectError(f"cannot reach cluster {alias} ({side} of {self.flow}): "
+                                       f"{exc or exc.__class__.__name__}") from None
+            yield
+        finally:
+            for consumer in (self.source, self.target):
+                await consumer.stop()
+            for admin in (self.source_admin, self.target_admin):
+                await admin.close()
+
+    async def run(self, start_at, end_at, topics_text: str | None, allow_gaps: bool) -> dict[str, Any]:
+        began = time.monotonic()
+        async with self._clients():
+            # a flow that never ran has no offset store yet: plan (and refuse bad input) before creating it
+            fresh = self.worker.get("offset.storage.topic") not in await self.target_admin.list_topics()
+            plan = await self._plan(None, start_at, end_at, topics_text, allow_gaps) if fresh else None
+            async with self.context.source_offsets(self.worker) as offsets:
+                plan = plan or await self._plan(offsets, start_at, end_at, topics_text, allow_gaps)
+                return await self._execute(offsets, plan, began)
+
+    async def _execute(self, offsets, plan: Plan, began: float) -> dict[str, Any]:
+        """Store the plan, create topics, copy, then hand over (syncs, checkpoints, offsets)."""
+        await offsets.put(CHECKPOINT_CONNECTOR, [(self._key(r), r.checkpoint()) for r in plan.ranges])
+        await self._create_topics(plan)
+        await self._trim_finished(plan)
+        to_copy = [r for r in plan.ranges if r.size > 0]
+        written, byte_count, syncs, ends = 0, 0, {}, {}
+        if to_copy:
+            written, byte_count, syncs, ends = await self._copy(to_copy, plan)
+        for r in plan.ranges:
+            syncs.setdefault((r.topic, r.partition), [])
+            syncs[(r.topic, r.partition)] = _merge(self._synthetic_syncs(r), syncs[(r.topic, r.partition)])
+        await self._emit_syncs(plan, syncs)
+        checkpoints = await self._emit_checkpoints(plan, syncs, ends)
+        await self._hand_off(offsets, plan)
+        seconds = time.monotonic() - began
+        summary = {
+            "flow": self.flow, "partitions": len(plan.ranges), "records_written": written, "bytes_written": byte_count,
+            "already_done": len(plan.already_done), "resumed": len(plan.resumed), "gap_records": plan.gaps,
+            "checkpoints": checkpoints,
+            "seconds": round(seconds, 2),
+            "ranges": [{"topic": r.topic, "partition": r.partition, "remote": r.remote, "start": r.planned_start,
+                        "end": r.end, "target_start": r.planned_base,
+                        "target_end": ends.get((r.topic, r.partition), r.base + r.size)}
+                       for r in plan.ranges],
+        }
+        return summary
+
+    # ------------------------------------------------------------------ planning
+
+    def _key(self, r: PartitionRange) -> dict[str, Any]:
+        return source_partition(self.source_alias, r.topic, r.partition)
+
+    async def _plan(self, offsets, start_at, end_at, topics_text, allow_gaps) -> Plan:
+        selection = TopicSelection(self.source_alias, self.target_alias, self.policy,
+                                   topic_filter_for(self.originals, None), heartbeats_enabled=False)
+        flow_topics = await source_topics(self.source_admin, selection)
+        topics = select_topics(flow_topics, topic_pattern(topics_text), topics_text, self.flow)
+        tps = [TopicPartition(t, p) for t, n in sorted(topics.items()) for p in range(n)]
+        starts = await self.source.beginning_offsets(tps)
+        ends = await self.source.end_offsets(tps)
+        times = {pos.value for pos in (start_at, end_at) if pos.kind == "timestamp"}
+        for_times: dict[TopicPartition, dict[int, int | None]] = {tp: {} for tp in tps}
+        for ms in times:
+            found = await self.source.offsets_for_times({tp: ms for tp in tps})
+            for tp in tps:
+                for_times[tp][ms] = found[tp].offset if found.get(tp) is not None else None
+        keys = [source_partition(self.source_alias, tp.topic, tp.partition) for tp in tps]
+        stored = await offsets.get(SOURCE_CONNECTOR, keys) if offsets else [None] * len(keys)
+        checkpoints = await offsets.get(CHECKPOINT_CONNECTOR, keys) if offsets else [None] * len(keys)
+        remotes = {tp: TopicPartition(self.policy.format_remote_topic(self.source_alias, tp.topic), tp.partition)
+                   for tp in tps}
+        existing = set(await self.target_admin.list_topics())
+        present = [remotes[tp] for tp in tps if remotes[tp].topic in existing]
+        target_starts = await self.target.beginning_offsets(present) if present else {}
+        target_ends = await self.target.end_offsets(present) if present else {}
+        plan = Plan()
+        for tp, stored_offset, checkpoint in zip(tps, stored, checkpoints):
+            remote = remotes[tp]
+            r, state = plan_partition(
+                tp.topic, tp.partition, remote.topic, Bounds(starts[tp], ends[tp], for_times[tp]), start_at, end_at,
+                allow_gaps, None if stored_offset is None else stored_offset.get("offset"), checkpoint,
+                target_starts.get(remote, 0), target_ends.get(remote, 0))
+            if state == "done":
+                plan.already_done.append((tp.topic, tp.partition))
+            elif r is not None:
+                plan.ranges.append(r)
+                plan.gaps += r.gap
+                if state == "resume":
+                    plan.resumed.append((tp.topic, tp.partition))
+        if not plan.ranges and not plan.already_done:
+            raise ConnectError(f"empty range: no records from --from {start_at} to --to {end_at} in "
+                               f"{', '.join(sorted(topics))} on {self.source_alias}")
+        for r in plan.ranges:
+            if r.gap:
+                self.log.warning("%s-%d: %d record(s) before offset %d were deleted by retention and are not copied",
+                                 r.topic, r.partition, r.gap, r.start)
+        return plan
+
+    async def _create_topics(self, plan: Plan) -> None:
+        wanted: dict[str, int] = {}
+        for r in plan.ranges:
+            wanted[r.topic] = max(wanted.get(r.topic, 0), r.partition + 1)
+        counts = await topic_partitions(self.source_admin, sorted(wanted))
+        created = await create_remote_topics(
+            self.source_admin, self.target_admin, self.source_alias, self.policy, counts,
+            self.mirror["replication.factor"],
+            ConfigFilter(self.mirror["config.properties.exclude"], self.mirror["use.defaults.from"]))
+        missing = sorted({r.remote for r in plan.ranges} - set(created))
+        if missing:
+            raise ConnectError(f"could not create remote topic(s) {', '.join(missing)} on {self.target_alias}")
+        if self.mirror["emit.offset-syncs.enabled"]:
+            on_source = self.mirror[OFFSET_SYNCS_TOPIC_LOCATION] == "source"
+            admin = self.source_admin if on_source else self.target_admin
+            name = self.policy.offset_syncs_topic(self.target_alias if on_source else self.source_alias)
+            await admin.create_topics([NewTopic(name, 1, self.mirror["offset-syncs.topic.replication.factor"],
+                                                topic_configs=offset_syncs_topic_config())])
+
+    async def _trim_finished(self, plan: Plan) -> None:
+        """Resumed partitions: skip, without reading them again, the part the target provably holds.
+
+        The target holds ``k = end - base`` records of the copy. When the k-th record of the range
+        (at offset ``start + k - 1``: the range has no gaps there) is the one the target holds last,
+        the range restarts at ``start + k``; otherwise the Spark task skips k records by count.
+        """
+        for r in plan.ranges:
+            remote = TopicPartition(r.remote, r.partition)
+            _, target_end = await bounds(self.target, remote)
+            held = target_end - r.base
+            if held <= 0:
+                continue
+            candidate = r.start + held - 1
+            if candidate >= r.end:
+                continue
+            source_record = await record_at(self.source, TopicPartition(r.topic, r.partition), candidate, r.end)
+            target_record = await record_at(self.target, remote, target_end - 1, target_end)
+            if (source_record is not None and target_record is not None and source_record.offset == candidate
+                    and same_record(source_record, target_record)):
+                r.trimmed = (r.start, r.base, held)
+                r.start, r.base = r.start + held, target_end
+                self.log.info("%s-%d: %d record(s) already copied, resuming at offset %d", r.topic, r.partition,
+                              held, r.start)
+
+    # ------------------------------------------------------------------ copying
+
+    async def _copy(self, ranges: list[PartitionRange], plan: Plan):
+        context = self.context
+        await asyncio.to_thread(lambda: context.spark)  # the JVM starts here, off the event loop
+        frame = context.read_kafka("source", {(r.topic, r.partition): (r.start, r.end) for r in ranges})
+        targets = {(r.topic, r.partition): PartitionTarget(r.remote, r.base) for r in ranges}
+        total = sum(r.size for r in ranges)
+        progress = context.progress(total, "records", f"backfill {self.flow}")
+        remote_tps = {TopicPartition(r.remote, r.partition): r.base for r in ranges}
+        stop = asyncio.Event()
+
+        async def watch() -> None:
+            while not stop.is_set():
+                try:
+                    ends = await self.target.end_offsets(list(remote_tps))
+                    progress.update(sum(max(0, ends[tp] - base) for tp, base in remote_tps.items()))
+                except Exception as exc:  # the display only; the copy reports its own errors
+                    self.log.debug("progress: %s", exc)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), PROGRESS_EVERY_S)
+
+        watcher = asyncio.create_task(watch(), name="backfill-progress")
+        try:
+            result = await asyncio.to_thread(context.write_kafka, frame, "target", targets,
+                                             self.mirror["offset.lag.max"])
+            progress.update(sum(end - targets[key].base for key, (_, end, _) in result.done.items()))
+        finally:
+            stop.set()
+            await watcher
+            progress.close()
+        written = sum(count for _, _, count in result.done.values())
+        byte_count = sum(result.bytes.values())
+        ends = {key: end for key, (_, end, _) in result.done.items()}
+        return written, byte_count, dict(result.syncs), ends
+
+    def _synthetic_syncs(self, r: PartitionRange) -> list[tuple[int, int]]:
+        """Sync candidates for the part of a resumed range skipped by :meth:`_trim_finished` (no gaps there)."""
+        if not r.trimmed:
+            return []
+        start, base, held = r.trimmed
+        every = max(1, int(self.mirror["offset.lag.max"]))
+        points = list(range(0, held, every)) + [held - 1]
+        return [(start + i, base + i) for i in sorted(set(points))]
+
+    # ------------------------------------------------------------------ hand-off
+
+    async def _emit_syncs(self, plan: Plan, syncs: dict[tuple[str, int], list[tuple[int, int]]]) -> None:
+        if not self.mirror["emit.offset-syncs.enabled"]:
+            return
+        on_source = self.mirror[OFFSET_SYNCS_TOPIC_LOCATION] == "source"
+        side = "source" if on_source else "target"
+        topic = self.policy.offset_syncs_topic(self.target_alias if on_source else self.source_alias)
+        props = {**client_props(self.originals, side, "producer"), "client.id": f"{self.flow}|backfill-offset-syncs",
+                 "acks": "all"}
+        kwargs, _ = self.context.clients.client_kwargs(props, "producer")
+        producer = AIOKafkaProducer(**kwargs)
+        await producer.start()
+        try:
+            for (source_topic, partition), points in sorted(syncs.items()):
+                for upstream, downstream in points:
+                    sync = OffsetSync(source_topic, partition, upstream, downstream)
+                    await producer.send(topic, sync.encode_value(), key=sync.encode_key(), partition=0)
+            await producer.flush()
+        finally:
+            await producer.stop()
+
+    async def _emit_checkpoints(self, plan: Plan, syncs: dict[tuple[str, int], list[tuple[int, int]]],
+                                ends: dict[tuple[str, int], int]) -> int:
+        """Exact checkpoints for the flow's groups whose position on the source lies in a copied range.
+
+        MirrorCheckpoint keeps only the newest offset sync of each partition from its start-up
+        read (MM2's rule), so it cannot translate positions deep inside a backfill: the backfill,
+        which knows every copied offset, writes those checkpoints itself (MM2's bytes, to
+        ``<source>.checkpoints.internal`` on the target). MirrorCheckpoint loads them at start and
+        never emits one that moves a group backwards, so they stand until the group moves on.
+        """
+        if not self.originals.get("emit.checkpoints.enabled", "true").lower() == "true":
+            return 0
+        group_filter = GroupFilter(self.originals)
+        listed = await self.source_admin.list_consumer_groups()
+        groups = sorted({entry[0] for entry in listed if group_filter.should_replicate_group(entry[0])})
+        ranges = {(r.topic, r.partition): r for r in plan.ranges}
+        out: list[Checkpoint] = []
+        for group in groups:
+            committed = await self.source_admin.list_consumer_group_offsets(group)
+            for tp, meta in committed.items():
+                r = ranges.get((tp.topic, tp.partition))
+                if r is None or meta.offset < 0:
+                    continue
+                target_end = ends.get((r.topic, r.partition), r.base + r.size)
+                downstream = exact_downstream(meta.offset, r.planned_start, r.end, target_end,
+                                              syncs.get((r.topic, r.partition), []))
+                if downstream is not None:
+                    out.append(Checkpoint(group, r.remote, r.partition, meta.offset, downstream, meta.metadata or ""))
+        if not out:
+            return 0
+        topic = self.policy.checkpoints_topic(self.source_alias)
+        replication = int(self.originals.get("checkpoints.topic.replication.factor", "3"))
+        await self.target_admin.create_topics([NewTopic(topic, 1, replication,
+                                                        topic_configs={"cleanup.policy": "compact"})])
+        props = {**client_props(self.originals, "target", "producer"), "client.id": f"{self.flow}|backfill-checkpoints",
+                 "acks": "all"}
+        producer = AIOKafkaProducer(**self.context.clients.client_kwargs(props, "producer")[0])
+        await producer.start()
+        try:
+            for checkpoint in out:
+                await producer.send(topic, checkpoint.encode_value(), key=checkpoint.encode_key(), partition=0)
+            await producer.flush()
+        finally:
+            await producer.stop()
+        self.log.info("Wrote %d exact checkpoint(s) for group positions inside the backfilled ranges", len(out))
+        return len(out)
+
+    async def _hand_off(self, offsets, plan: Plan) -> None:
+        keys = [self._key(r) for r in plan.ranges]
+        stored = await offsets.get(SOURCE_CONNECTOR, keys)
+        moved = [f"{r.topic}-{r.partition} (offset {s['offset']})" for r, s in zip(plan.ranges, stored)
+                 if s is not None and s.get("offset") != r.end - 1]
+        if moved:
+            raise ConnectError(f"MirrorSource started streaming during the backfill: {', '.join(moved)}; the copy "
+                               f"and the stream now overlap in those partitions (stop the flow while backfilling)")
+        await offsets.put(SOURCE_CONNECTOR, [(k, {"offset": r.end - 1}) for k, r in zip(keys, plan.ranges)])
+        await offsets.put(CHECKPOINT_CONNECTOR, [(k, {**r.checkpoint(done=True), "start": r.planned_start,
+                                                      "base": r.planned_base})
+                                                 for k, r in zip(keys, plan.ranges)])
+
+
+def _merge(first: list[tuple[int, int]], second: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    return sorted(set(first) | set(second))

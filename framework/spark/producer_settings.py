@@ -1,0 +1,93 @@
+"""Our Java-style client settings as librdkafka (confluent-kafka) producer settings, for Spark tasks.
+
+The backfill writer runs inside Spark's Python workers with confluent-kafka's producer: its
+batching, compression and network I/O run in librdkafka's C threads, so a Spark task spends its
+Python time only on handing records over (aiokafka would build every batch in Python on the
+task's one core). The cost is this translation: librdkafka reads PEM files, not Java key stores.
+
+Covered: ``bootstrap.servers``, ``security.protocol``, ``sasl.mechanism`` with the username and
+password of a PLAIN/SCRAM ``sasl.jaas.config``, TLS with PEM trust/key stores (files or inline
+``ssl.truststore.certificates`` / ``ssl.keystore.certificate.chain`` / ``ssl.keystore.key``) or a
+PKCS12 key store, ``ssl.endpoint.identification.algorithm``, and the producer tuning settings
+both clients share. A JKS store is a ConfigError saying to convert it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from framework.api.errors import ConfigError
+from framework.clients.jaas import single_login_module
+
+#: Settings librdkafka takes under the same name and meaning as Kafka's Java producer.
+SAME_NAME = frozenset({
+    "bootstrap.servers", "security.protocol", "client.id", "linger.ms", "batch.size", "compression.type",
+    "acks", "request.timeout.ms", "retry.backoff.ms", "retries", "delivery.timeout.ms",
+    "max.in.flight.requests.per.connection", "client.dns.lookup", "metadata.max.age.ms",
+    "reconnect.backoff.ms", "reconnect.backoff.max.ms", "socket.connection.setup.timeout.ms",
+    "ssl.key.password", "ssl.cipher.suites",
+})
+#: What the writer always needs: no duplicates and no reordering on retries.
+FIXED = {"enable.idempotence": "true", "acks": "all"}
+DEFAULTS = {"linger.ms": "20", "batch.size": "1000000", "queue.buffering.max.kbytes": "262144",
+            "queue.buffering.max.messages": "500000", "message.max.bytes": "10000000"}
+
+
+def _is_pem(props: Mapping[str, Any], type_key: str, location: str | None) -> bool:
+    kind = str(props.get(type_key, "")).strip().upper()
+    if kind:
+        return kind == "PEM"
+    if location is None:
+        return False
+    try:
+        with open(location, "rb") as handle:
+            return handle.read(64).lstrip().startswith(b"-----BEGIN")
+    except OSError as exc:
+        raise ConfigError(f"{location}: {exc.strerror}") from None
+
+
+def librdkafka_settings(props: Mapping[str, Any]) -> dict[str, str]:
+    """librdkafka producer settings equivalent to Java-style ``props``; ConfigError for what it cannot take."""
+    out = dict(DEFAULTS)
+    out.update({k: str(v) for k, v in props.items() if k in SAME_NAME})
+    protocol = str(props.get("security.protocol", "PLAINTEXT")).upper()
+    if protocol.startswith("SASL"):
+        mechanism = str(props.get("sasl.mechanism", "GSSAPI")).upper()
+        out["sasl.mechanism"] = mechanism
+        jaas = props.get("sasl.jaas.config")
+        if mechanism != "GSSAPI":
+            if not jaas:
+                raise ConfigError(f"sasl.jaas.config: required with sasl.mechanism={mechanism}")
+            module = single_login_module(str(jaas))
+            out["sasl.username"] = module.options.get("username", "")
+            out["sasl.password"] = module.options.get("password", "")
+    if protocol.endswith("SSL"):
+        algorithm = str(props.get("ssl.endpoint.identification.algorithm", "https")).strip().lower()
+        out["ssl.endpoint.identification.algorithm"] = "https" if algorithm == "https" else "none"
+        trust = props.get("ssl.truststore.location")
+        if props.get("ssl.truststore.certificates"):
+            out["ssl.ca.pem"] = str(props["ssl.truststore.certificates"])
+        elif trust:
+            if not _is_pem(props, "ssl.truststore.type", trust):
+                raise ConfigError(f"ssl.truststore.location {trust}: the backfill writer (librdkafka) reads PEM "
+                                  f"trust stores only; convert it (keytool -exportcert -rfc) and set "
+                                  f"ssl.truststore.type=PEM")
+            out["ssl.ca.location"] = str(trust)
+        key_store = props.get("ssl.keystore.location")
+        if props.get("ssl.keystore.certificate.chain"):
+            out["ssl.certificate.pem"] = str(props["ssl.keystore.certificate.chain"])
+            out["ssl.key.pem"] = str(props.get("ssl.keystore.key", ""))
+        elif key_store:
+            kind = str(props.get("ssl.keystore.type", "")).strip().upper()
+            if _is_pem(props, "ssl.keystore.type", key_store):
+                out["ssl.certificate.location"] = out["ssl.key.location"] = str(key_store)
+            elif kind in ("PKCS12", "P12"):
+                out["ssl.keystore.location"] = str(key_store)
+                out["ssl.keystore.password"] = str(props.get("ssl.keystore.password", ""))
+            else:
+                raise ConfigError(f"ssl.keystore.location {key_store}: the backfill writer (librdkafka) reads "
+                                  f"PEM or PKCS12 key stores only; convert it (keytool -importkeystore "
+                                  f"-deststoretype PKCS12)")
+    out.update(FIXED)
+    return out

@@ -1,0 +1,149 @@
+"""Runs plugin jobs (``register_jobs``) on Spark: the runtime side of :mod:`framework.api.jobs`.
+
+:class:`JobRunner` parses a job's settings with its ConfigDef, gives it a
+:class:`SparkJobContext` and runs it on the caller's event loop. The SparkSession is built on
+the job's first use of ``context.spark`` (in a thread: a JVM starts) and stopped when the job
+ends, whatever the outcome; its UI address is printed to stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+import threading
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from framework.api.clients import KafkaClients
+from framework.api.errors import ConfigError, ConnectError
+from framework.api.jobs import Job, JobContext, Progress, SourceOffsets
+from framework.spark.progress import make_progress
+
+log = logging.getLogger(__name__)
+
+
+class _StoreOffsets(SourceOffsets):
+    """SourceOffsets over a started KafkaOffsetStore."""
+
+    def __init__(self, store):
+        self._store = store
+
+    async def get(self, connector, partitions):
+        return await self._store.get(connector, partitions)
+
+    async def put(self, connector, offsets):
+        await self._store.put(connector, list(offsets))
+
+
+class SparkJobContext(JobContext):
+    """A job's view of the runtime: lazy SparkSession, progress, logger, client settings, offset stores."""
+
+    def __init__(self, job: Job, settings: Mapping[str, str], client_settings: Mapping[str, Mapping[str, str]],
+                 clients: KafkaClients, config_providers: list[type] | None = None):
+        self.config = job.config_def.parse(settings)
+        self.settings = dict(settings)
+        self.logger = logging.getLogger(f"mirrorline.job.{job.name}")
+        self.clients = clients
+        self._client_settings = {name: dict(props) for name, props in client_settings.items()}
+        self._config_providers = config_providers or []
+        self._session = None
+        self._lock = threading.Lock()
+
+    @property
+    def spark(self):
+        with self._lock:  # the job may touch it from several threads; one session
+            if self._session is None:
+                from framework.spark.session import spark_session, ui_url
+
+                self._session = spark_session(self.settings)
+                url = ui_url(self._session)
+                if url:
+                    print(f"Spark UI: {url}", file=sys.stderr, flush=True)
+            return self._session
+
+    def check_spark(self) -> None:
+        from framework.spark.session import DEFAULT_MASTER, check_java, check_master, import_pyspark
+
+        import_pyspark()
+        check_java()
+        check_master(self.settings.get("spark.master", DEFAULT_MASTER))
+
+    def client_settings(self, cluster: str) -> dict[str, str]:
+        if cluster not in self._client_settings:
+            raise ConfigError(f"no client settings for cluster {cluster!r}; known: {', '.join(self._client_settings)}")
+        return dict(self._client_settings[cluster])
+
+    def read_kafka(self, cluster, ranges):
+        from framework.spark.kafka import kafka_options, read_ranges
+
+        return read_ranges(self.spark, kafka_options(self.client_settings(cluster)), ranges)
+
+    def write_kafka(self, frame, cluster, targets, sync_every):
+        from framework.spark.producer_settings import librdkafka_settings
+        from framework.spark.writer import write_ranges
+
+        settings = librdkafka_settings(self.client_settings(cluster))
+        try:
+            return write_ranges(frame, settings, targets, sync_every)
+        except Exception as exc:
+            if isinstance(exc, ConnectError):
+                raise
+            raise ConnectError(f"writing to {cluster} failed: {first_line(exc)}") from None
+
+    def progress(self, total: int, unit: str = "records", description: str = "") -> Progress:
+        return make_progress(total, unit, description, self.logger)
+
+    @contextlib.asynccontextmanager
+    async def source_offsets(self, worker_settings: Mapping[str, str]) -> AsyncIterator[SourceOffsets]:
+        from framework.runtime.config_providers import resolve_worker_settings
+        from framework.storage.kafka_offsets import KafkaOffsetStore
+
+        raw = await asyncio.to_thread(resolve_worker_settings, dict(worker_settings), self._config_providers)
+        store = KafkaOffsetStore.from_config({k: str(v) for k, v in raw.items()})
+        await store.start()
+        try:
+            yield _StoreOffsets(store)
+        finally:
+            await store.stop()
+
+    def stop_spark(self) -> None:
+        """Stop the session if one was built (blocking)."""
+        with self._lock:
+            if self._session is not None:
+                self._session.stop()
+                self._session = None
+
+
+class JobRunner:
+    """Runs a registered job by name with settings; one SparkSession per run."""
+
+    def __init__(self, jobs: Mapping[str, type[Job]], clients: KafkaClients, config_providers: list[type] | None = None):
+        self.jobs = dict(jobs)
+        self.clients = clients
+        self.config_providers = config_providers or []
+
+    async def run(self, name: str, settings: Mapping[str, str],
+                  client_settings: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
+        """Run job ``name``; its summary, or its ConnectError/ConfigError (Spark stopped either way)."""
+        from framework.api.errors import NotFoundError
+
+        if name not in self.jobs:
+            raise NotFoundError(f"no job named {name!r} is installed; installed jobs: {', '.join(self.jobs) or 'none'}")
+        job = self.jobs[name]()
+        context = SparkJobContext(job, settings, client_settings or {}, self.clients, self.config_providers)
+        try:
+            return await job.run(context)
+        finally:
+            await asyncio.to_thread(context.stop_spark)
+
+
+def first_line(exc: BaseException) -> str:
+    """The first meaningful line of an error from Spark (a Python worker's or the JVM's), for one-line reports."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    for marker in ("RuntimeError: ", "KafkaException: ", "Exception: ", "Error: "):
+        for line in reversed(lines):
+            if marker in line and not line.startswith(("File ", "at ")):
+                return line[line.index(marker) + len(marker):][:400]
+    return (lines[0] if lines else exc.__class__.__name__)[:400]
