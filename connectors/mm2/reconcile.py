@@ -1,0 +1,128 @@
+"""``ReconcileJob``: reads a flow's source topics and their remote copies with Spark and proves the copy.
+
+For every mirrored partition (:mod:`.reconcile_plan` picks them and their offset ranges) the job
+matches records by content (:mod:`.reconcile_match`), counts what is missing, duplicated,
+unexpected and out of order, builds the exact offset map source offset -> target offset, and
+stores the map on the target (:mod:`connectors.mirror_client.offset_map_store`) where
+``mirrorline offsets translate --exact`` and ``mirrorline failover --exact`` find it.
+
+Settings: the flow's ``mm2.properties`` keys (clusters, client settings, ``topics``,
+replication policy ...; ``spark.*`` keys configure Spark) plus the job's own keys below; the
+client settings of clusters ``source`` and ``target`` (for Spark's reads) come with the run. The
+summary it returns is what ``mirrorline reconcile`` prints (table or ``--json``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from framework.api import ConfigDef, ConfigKey, Importance, Job, JobContext, NonEmptyString, Type
+
+from connectors.mirror_client.config import client_props
+from connectors.mirror_client.mm2_config import CHECKPOINT_CONNECTOR, MirrorMakerConfig
+from connectors.mirror_client.offset_map import PartitionMap, offset_map_topic
+from connectors.mirror_client.offset_map_store import write_maps
+
+from .flow_clients import FlowEnds, parse_flow
+from .reconcile_plan import PartitionRange, plan_ranges, topics_pattern
+from .reconcile_result import PartitionResult
+
+FLOW = "reconcile.flow"
+TOPICS = "reconcile.topics"
+STORE_MAP = "reconcile.store.map"
+
+#: Figures summed over partitions into the totals.
+FIGURES = ("source", "target", "matched", "missing", "missing_tail", "duplicated", "unexpected", "out_of_order")
+
+
+def match_on_spark(read: Callable[[str, dict], Any], ranges: list[PartitionRange]) -> dict:
+    """Read both sides of ``ranges`` with ``read(cluster, ranges)`` (``context.read_kafka``) and match them.
+
+    Blocking: run it in a thread.
+    """
+    from pyspark.sql import functions as F
+
+    from .reconcile_match import reconcile_frames  # pyspark: imported only when a job runs
+
+    source = read("source", {r.key: (r.source_start, r.source_end) for r in ranges if r.source_end > r.source_start})
+    wanted = {(r.target_topic, r.partition): (r.target_start, r.target_end) for r in ranges
+              if r.target_end > r.target_start}
+    if wanted:
+        names = sorted({(r.target_topic, r.source_topic) for r in ranges})
+        source_name = F.create_map(*[F.lit(name) for pair in names for name in pair])
+        target = read("target", wanted).withColumn("topic", source_name[F.col("topic")])
+    else:
+        target = source.limit(0)
+    return reconcile_frames(source, target)
+
+
+def partition_maps(ranges: list[PartitionRange], results: dict, reconcile_id: str
+                   ) -> tuple[list[PartitionMap], list[dict[str, Any]]]:
+    """Each range's offset map, and its row of the summary (a range absent from ``results``: both sides empty)."""
+    now_ms = int(time.time() * 1000)
+    maps, rows = [], []
+    for r in ranges:
+        result = results.get(r.key) or PartitionResult(r.source_topic, r.partition)
+        counts = result.counts()
+        maps.append(PartitionMap(r.source_topic, r.partition, r.target_topic, r.source_start, r.source_end,
+                                 r.target_start, r.target_end, tuple(result.runs), reconcile_id, now_ms, counts))
+        rows.append({"topic": r.source_topic, "partition": r.partition, "target_topic": r.target_topic,
+                     "source_range": [r.source_start, r.source_end], "target_range": [r.target_start, r.target_end],
+                     **counts, "first_missing": result.first_missing, "last_missing": result.last_missing,
+                     "runs": len(result.runs)})
+    return maps, rows
+
+
+class ReconcileJob(Job):
+    """Matches a flow's source partitions with their copies by content and stores the exact offset map."""
+
+    name = "mm2-reconcile"
+    description = ("prove a MirrorMaker 2 flow's copy: missing, duplicated and out-of-order records per "
+                   "partition, and the exact source->target offset map for failover --exact")
+    config_def = ConfigDef([
+        ConfigKey(FLOW, Type.STRING, validator=NonEmptyString(), importance=Importance.HIGH,
+                  doc="The replication flow to reconcile, SOURCE->TARGET (e.g. A->B), whose clusters and "
+                      "settings the other keys (an mm2.properties) give."),
+        ConfigKey(TOPICS, Type.STRING, default=None, importance=Importance.MEDIUM,
+                  doc="Regular expression a source topic's whole name must match to be reconciled (default: "
+                      "every topic the flow mirrors)."),
+        ConfigKey(STORE_MAP, Type.BOOLEAN, default="true", importance=Importance.MEDIUM,
+                  doc="Store the offset map on the target in mirrorline-offset-map.<source>.internal "
+                      "(compacted), for offsets translate --exact and failover --exact."),
+    ])
+
+    async def run(self, context: JobContext) -> dict[str, Any]:
+        started = time.monotonic()
+        config = MirrorMakerConfig(dict(context.settings))
+        source, target = parse_flow(config, context.config[FLOW])
+        pattern = topics_pattern(context.config[TOPICS])
+        async with FlowEnds(config, source, target, required=("source", "target"), clients=context.clients) as ends:
+            ranges = await plan_ranges(ends, pattern)
+            originals = ends.originals
+            context.logger.info("reconciling %d partition(s) of %d topic(s) of flow %s->%s", len(ranges),
+                                len({r.source_topic for r in ranges}), source, target)
+            timings = {"plan": time.monotonic() - started}
+            await asyncio.to_thread(lambda: context.spark)  # the JVM starts here, off the event loop
+            timings["spark_start"] = time.monotonic() - started - sum(timings.values())
+            results = await asyncio.to_thread(match_on_spark, context.read_kafka, ranges)
+            timings["match"] = time.monotonic() - started - sum(timings.values())
+            reconcile_id = uuid.uuid4().hex[:12]
+            maps, partitions = partition_maps(ranges, results, reconcile_id)
+            stored = None
+            if context.config[STORE_MAP]:
+                assert ends.target is not None
+                producer = context.clients.client_kwargs(client_props(originals, "target", "producer"), "producer")[0]
+                factor = int(config.connector_config(source, target, CHECKPOINT_CONNECTOR)
+                             .get("checkpoints.topic.replication.factor", 3))
+                stored = await write_maps(ends.target.admin, ends.target.consumer, producer, source, maps, factor)
+            timings["store"] = time.monotonic() - started - sum(timings.values())
+        totals = {k: sum(p.get(k, 0) for p in partitions) for k in FIGURES}
+        return {"flow": f"{source}->{target}", "reconcile_id": reconcile_id, "partitions": partitions,
+                "totals": totals, "map": {"topic": offset_map_topic(source), "stored": stored is not None,
+                                          "runs": sum(len(m.runs) for m in maps)},
+                "seconds": round(time.monotonic() - started, 1),
+                "timings": {k: round(v, 1) for k, v in timings.items()}}
