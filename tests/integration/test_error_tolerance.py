@@ -12,10 +12,15 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import subprocess
+import sys
 
 import pytest
 
-from framework.testing.kafka import produce, read_all
+from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
+from framework.testing.kafka import create_topic, produce, read_all
+from framework.testing.mm2 import isolated_state
 from framework.testing.worker import Rest, all_running, running_standalone
 
 pytestmark = pytest.mark.integration
@@ -139,3 +144,45 @@ async def test_a_value_converter_failure_is_tolerated_or_fails_the_task(cluster_
             await rest.wait_for(f"/connectors/{name}/offsets", at_end, timeout=30)
             _, text = await rest.call("GET", "/metrics")
             assert metric(text, "total-records-skipped", name) == 1
+
+
+async def test_tolerance_from_an_mm2_properties_flow(cluster_a, cluster_b, unique_name, tmp_path):
+    """MM2 users set ``errors.*`` per flow in ``mm2.properties``; the dedicated-mode worker honours them."""
+    prefix = unique_name("mm2err")
+    topic = f"{prefix}-orders"
+    await create_topic(cluster_a.bootstrap_servers, topic, 1)
+    sent = [(0, str(i).encode(), BAD if i % 4 == 1 else json.dumps({"id": i, "ssn": "x"}).encode(), [], None)
+            for i in range(12)]
+    await produce(cluster_a.bootstrap_servers, topic, sent)
+    # MM2 applies a flow's transforms to all three connectors: the predicate keeps MaskField to the data topic.
+    (tmp_path / "mm2.properties").write_text(f"""clusters = A, B
+A.bootstrap.servers = {cluster_a.bootstrap_servers}
+B.bootstrap.servers = {cluster_b.bootstrap_servers}
+A->B.enabled = true
+A->B.topics = {topic}
+{SINGLE_BROKER_MM2_PROPERTIES}{isolated_state(prefix)}A->B.transforms = mask
+A->B.transforms.mask.type = org.apache.kafka.connect.transforms.MaskField$Value
+A->B.transforms.mask.fields = ssn
+A->B.transforms.mask.predicate = isData
+A->B.predicates = isData
+A->B.predicates.isData.type = TopicNameMatches
+A->B.predicates.isData.pattern = A\\\\.{prefix}-.*
+A->B.errors.tolerance = all
+A->B.errors.log.enable = true
+""")
+    log_path = tmp_path / "mm2.log"
+    with open(log_path, "a") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "framework.cli.main", "mm2", str(tmp_path / "mm2.properties")],
+                                stdout=log, stderr=subprocess.STDOUT, text=True)
+    try:
+        good = [r for r in sent if r[2] != BAD]
+        got = await read_all(cluster_b.bootstrap_servers, f"A.{topic}", expect=len(good), timeout=90)
+        assert [r.key for r in got[0]] == [k for _, k, _, _, _ in good]
+        assert {json.loads(r.value)["ssn"] for r in got[0]} == {""}
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        code = proc.wait(60)
+    output = log_path.read_text()
+    assert code == 0, output[-3000:]
+    assert output.count("Error encountered in task") == len(sent) - len(good), output[-3000:]
