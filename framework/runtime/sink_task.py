@@ -33,7 +33,6 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.structs import TopicPartition as KafkaPartition
-from aiokafka.errors import KafkaError
 
 from framework.api.config import split_list
 from framework.api.errors import ConnectError, RetriableError
@@ -41,12 +40,11 @@ from framework.api.records import ConnectorTaskId, SinkRecord
 from framework.api.sink import ErrantRecordReporter, SinkTask, TopicPartition
 from framework.clients.kafka_clients import client_kwargs
 from framework.runtime import metrics
-from framework.runtime.background import BackgroundTasks
 from framework.runtime.bounded import bounded
 from framework.runtime.connector_config import PRODUCER_OVERRIDE_PREFIX
 from framework.runtime.context import WorkerSinkTaskContext
 from framework.runtime.converters import RecordConverters, build_converters
-from framework.runtime.error_handling import SKIP, ErrorHandler, ErrorSettings, Stage
+from framework.runtime.error_handling import SKIP, ErrorHandler, Stage
 from framework.runtime.sink_config import (
     CONSUMER_OVERRIDE_PREFIX,
     CONSUMER_PREFIX,
@@ -57,8 +55,8 @@ from framework.runtime.sink_config import (
 )
 from framework.runtime.transform_chain import TransformChain
 from framework.runtime.worker_config import PRODUCER_PREFIX
-from framework.runtime.worker_task import RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S, RETRYING, FailureCallback, \
-    StatusCallback
+from framework.runtime.task_runner import RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S, FailureCallback, StatusCallback, \
+    TaskRunner
 from framework.storage.status import State
 
 log = logging.getLogger(__name__)
@@ -91,7 +89,7 @@ class _Listener(ConsumerRebalanceListener):
         await self._runner.partitions_assigned(assigned)
 
 
-class WorkerSinkTask:
+class WorkerSinkTask(TaskRunner):
     """Drives one sink task from start to stop and reports its state through the callbacks.
 
     ``converters`` None (or pass-through) runs no converter code; ``error_handler`` defaults to
@@ -105,20 +103,12 @@ class WorkerSinkTask:
                  converters: RecordConverters | None = None, error_handler: ErrorHandler | None = None,
                  on_topic: Callable[[str, str], None] | None = None,
                  consumer_factory: Callable[..., Any] = AIOKafkaConsumer):
-        self.id = task_id
-        self.task = task
-        self.config = config
+        super().__init__(task_id, task, config, on_status=on_status, on_failure=on_failure,
+                         flush_interval_s=flush_interval_s, start_timeout_s=start_timeout_s, on_topic=on_topic,
+                         transforms=transforms, converters=converters, errors=error_handler)
         self._consumer_kwargs = consumer_kwargs
         self._topics = list(topics)
         self._topics_regex = topics_regex or None
-        self._on_status = on_status
-        self._on_failure = on_failure
-        self._on_topic = on_topic
-        self._flush_interval_s = flush_interval_s
-        self._start_timeout_s = start_timeout_s
-        self._chain = transforms
-        self._converters = converters
-        self._errors = error_handler or ErrorHandler(task_id, ErrorSettings())
         settings = self._errors.settings
         #: Connect's errant record reporter exists only when errors are tolerated, logged or sent to a DLQ
         self._reporter = _ErrantReporter(self) if (self._errors.tolerates_all or settings.log_enable
@@ -127,7 +117,6 @@ class WorkerSinkTask:
         self._originals: dict[int, SinkRecord] = {}
         self._consumer_factory = consumer_factory
         self._consumer: Any = None
-        self._background = BackgroundTasks(str(task_id))
         #: serialises the poll loop's put/commit with the rebalance callbacks
         self._lock = asyncio.Lock()
         self._assigned: set[TopicPartition] = set()
@@ -141,14 +130,6 @@ class WorkerSinkTask:
         self._next_commit = time.monotonic() + flush_interval_s
         self._started = False
         self._seen_topics: set[str] = set()
-        self._failure_report: asyncio.Future | None = None
-        self._context: WorkerSinkTaskContext | None = None
-        #: Conditions shown in the task's status (key -> message).
-        self.warnings: dict[str, str] = {}
-        self.failed = False
-        self._labels = (task_id.connector, str(task_id.task))
-        metrics.TASK_FAILURES.labels(*self._labels)
-        metrics.TASK_RESTARTS.labels(*self._labels)
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self, paused: bool = False) -> None:
@@ -207,15 +188,7 @@ class WorkerSinkTask:
         if self._started:
             self._started = False
             await self._call_task("stop", self.task.stop(), timeout)
-        if self._context is not None:  # the task's context.run_in_background work
-            await self._context.close_background(timeout)
-        if self._chain is not None:
-            self._chain.close()
-            self._chain = None
-        if self._converters is not None:
-            self._converters.close()
-            self._converters = None
-        await self._errors.close()
+        await self._close_pipeline(timeout)
         if self._consumer is not None:
             try:
                 await bounded(self._consumer.stop(), timeout, f"Task {self.id}: stopping its consumer")
@@ -265,42 +238,6 @@ class WorkerSinkTask:
     def original_of(self, record: SinkRecord) -> SinkRecord:
         """The record as consumed (bytes, its own topic) behind a record of the batch being put."""
         return self._originals.get(id(record), record)
-
-    # -- supervision -----------------------------------------------------------------------
-    async def _supervised(self, loop: Callable[[], Awaitable[None]], name: str) -> None:
-        try:
-            await loop()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            if not isinstance(exc, (ConnectError, KafkaError)):
-                log.debug("Task %s: its %s loop raised", self.id, name, exc_info=True)
-            self._fail(exc)
-
-    def _fail(self, exc: BaseException) -> None:
-        """Stop the loop (unless it is the caller) and report the failure, once."""
-        if self.failed:
-            return
-        self.failed = True
-        self._background.cancel_all(except_current=True)
-        metrics.TASK_RUNNING.labels(*self._labels).set(0)
-        self._failure_report = asyncio.ensure_future(self._on_failure(self.id, exc))
-
-    def _set_retrying(self, message: str | None) -> None:
-        if message is None:
-            if self.warnings.pop(RETRYING, None) is not None:
-                metrics.TASK_RETRYING.labels(*self._labels).set(0)
-                log.info("Task %s recovered and resumed", self.id)
-        else:
-            if RETRYING not in self.warnings:
-                metrics.TASK_RETRYING.labels(*self._labels).set(1)
-            self.warnings[RETRYING] = message
-
-    async def _call_task(self, what: str, coro: Awaitable[Any], timeout: float) -> None:
-        try:
-            await bounded(coro, timeout, f"Task {self.id}: {what}()")
-        except Exception as exc:
-            log.error("Task %s: %s() raised or hung (%r); its resources may leak", self.id, what, exc)
 
     # -- the loop --------------------------------------------------------------------------
     async def _poll_loop(self) -> None:

@@ -32,7 +32,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from aiokafka.errors import KafkaError, KafkaTimeoutError
@@ -43,25 +43,25 @@ from framework.clients.producer import RecordProducer
 from framework.api.records import ConnectorTaskId, RecordMetadata, SourceRecord
 from framework.api.task import SourceTask
 from framework.runtime import metrics
-from framework.runtime.background import BackgroundTasks
 from framework.runtime.bounded import bounded
 from framework.runtime.context import WorkerSourceTaskContext
 from framework.runtime.converters import RecordConverters
-from framework.runtime.error_handling import SKIP, ErrorHandler, ErrorSettings, Stage
+from framework.runtime.error_handling import SKIP, ErrorHandler, Stage
 from framework.runtime.offset_tracker import OffsetTracker, TransformedOffsetTracker
+from framework.runtime.task_runner import (
+    RETRY_BACKOFF_MAX_S,
+    RETRY_BACKOFF_S,
+    STALLED,
+    FailureCallback,
+    StatusCallback,
+    TaskRunner,
+)
 from framework.runtime.transform_chain import TransformChain
 from framework.storage.offsets import OffsetStore, partition_key
 from framework.storage.status import State
 
 log = logging.getLogger(__name__)
 
-StatusCallback = Callable[[ConnectorTaskId, State, str | None], Awaitable[None]]
-FailureCallback = Callable[[ConnectorTaskId, BaseException], Awaitable[None]]
-
-RETRY_BACKOFF_S = 1.0
-RETRY_BACKOFF_MAX_S = 10.0
-RETRYING = "retrying"
-STALLED = "stalled"
 
 
 class RecordWriteError(ConnectError):
@@ -77,7 +77,7 @@ def is_retriable(exc: BaseException) -> bool:
     return isinstance(exc, (RetriableError, KafkaError)) and bool(getattr(exc, "retriable", False))
 
 
-class WorkerSourceTask:
+class WorkerSourceTask(TaskRunner):
     """Drives one source task from start to stop and reports its state through the callbacks."""
 
     def __init__(self, task_id: ConnectorTaskId, task: SourceTask, config: dict[str, str], *,
@@ -86,46 +86,25 @@ class WorkerSourceTask:
                  start_timeout_s: float = 60.0, stall_timeout_s: float = 60.0,
                  on_topic: Callable[[str, str], None] | None = None, transforms: TransformChain | None = None,
                  converters: RecordConverters | None = None, errors: ErrorHandler | None = None):
-        self.id = task_id
-        self.task = task
-        self.config = config
+        super().__init__(task_id, task, config, on_status=on_status, on_failure=on_failure,
+                         flush_interval_s=flush_interval_s, start_timeout_s=start_timeout_s, on_topic=on_topic,
+                         transforms=transforms, converters=converters, errors=errors)
         self._producer_kwargs = producer_kwargs
         self._store = offset_store
         self._offset_reader = offset_reader
-        self._on_status = on_status
-        self._on_failure = on_failure
-        self._on_topic = on_topic
-        self._flush_interval_s = flush_interval_s
-        self._start_timeout_s = start_timeout_s
         self._stall_timeout_s = stall_timeout_s
-        #: the connector's transforms; None (not an empty chain) when there are none, so the
-        #: hot path pays nothing for them
-        self._chain = transforms
-        #: the converters; None (not pass-through ones) when all three are ByteArrayConverter
-        self._converters = None if converters is None or converters.is_passthrough else converters
-        self._errors = errors if errors is not None else ErrorHandler(task_id, ErrorSettings())
         self._tracker = OffsetTracker(task_id.connector) if transforms is None and self._converters is None \
             else TransformedOffsetTracker(task_id.connector)
         self._acked: deque[tuple[SourceRecord, RecordMetadata | None]] = deque()
         self._acked_event = asyncio.Event()
         self._resumed = asyncio.Event()
         self._resumed.set()
-        self._background = BackgroundTasks(str(task_id))
         self._producer: RecordProducer | None = None
         self._commit_due = False
         self._unstored: dict[str, tuple[dict, dict]] = {}
         self._started = False
         self._topics: set[str] = set()
         self._last_progress = time.monotonic()
-        self._failure_report: asyncio.Future | None = None
-        self._context: WorkerSourceTaskContext | None = None
-        #: Conditions shown in the task's status (key -> message), reported by the runtime and the task.
-        self.warnings: dict[str, str] = {}
-        self.failed = False
-        self._labels = (task_id.connector, str(task_id.task))
-        # Counters exist from the start at 0, so Prometheus' increase() sees their first step.
-        metrics.TASK_FAILURES.labels(*self._labels)
-        metrics.TASK_RESTARTS.labels(*self._labels)
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self, paused: bool = False) -> None:
@@ -185,19 +164,8 @@ class WorkerSourceTask:
             await self._drain_acked()
         if self._started:
             self._started = False
-            try:
-                await bounded(self.task.stop(), timeout, f"Task {self.id}: stop()")
-            except Exception as exc:
-                log.error("Task %s: stop() raised or hung (%r); its resources may leak", self.id, exc)
-        if self._context is not None:  # the task's own background work (context.run_in_background)
-            await self._context.close_background(timeout)
-        if self._chain is not None:
-            self._chain.close()
-            self._chain = None
-        if self._converters is not None:
-            self._converters.close()
-            self._converters = None
-        await self._errors.close()
+            await self._call_task("stop", self.task.stop(), timeout)
+        await self._close_pipeline(timeout)
         if self._producer is not None:
             try:
                 await bounded(self._producer.stop(), timeout, f"Task {self.id}: stopping its producer")
@@ -214,35 +182,8 @@ class WorkerSourceTask:
         self._topics.clear()
 
     # -- supervision -----------------------------------------------------------------------
-    async def _supervised(self, loop: Callable[[], Awaitable[None]], name: str) -> None:
-        try:
-            await loop()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            if not isinstance(exc, (ConnectError, KafkaError)):
-                log.debug("Task %s: its %s loop raised", self.id, name, exc_info=True)
-            self._fail(exc)
-
-    def _fail(self, exc: BaseException) -> None:
-        """Stop every loop (but the caller's) and report the failure, once."""
-        if self.failed:
-            return
-        self.failed = True
-        self._resumed.clear()
-        self._background.cancel_all(except_current=True)
-        metrics.TASK_RUNNING.labels(*self._labels).set(0)
-        self._failure_report = asyncio.ensure_future(self._on_failure(self.id, exc))
-
-    def _set_retrying(self, message: str | None) -> None:
-        if message is None:
-            if self.warnings.pop(RETRYING, None) is not None:
-                metrics.TASK_RETRYING.labels(*self._labels).set(0)
-                log.info("Task %s recovered and resumed", self.id)
-        else:
-            if RETRYING not in self.warnings:
-                metrics.TASK_RETRYING.labels(*self._labels).set(1)
-            self.warnings[RETRYING] = message
+    def _on_failing(self) -> None:
+        self._resumed.clear()  # the poll loop waits instead of calling a failed task
 
     # -- loops ---------------------------------------------------------------------------
     async def _poll_loop(self) -> None:
@@ -277,7 +218,7 @@ class WorkerSourceTask:
             self._set_retrying(None)
             if self._commit_due:
                 self._commit_due = False
-                await self._call_task("commit", self.task.commit())
+                await self._notify_task("commit", self.task.commit())
 
     async def _ack_loop(self) -> None:
         # commit_record runs as soon as acks arrive (as Connect calls commitRecord from the producer
@@ -408,9 +349,10 @@ class WorkerSourceTask:
     async def _drain_acked(self) -> None:
         while self._acked:
             record, metadata = self._acked.popleft()
-            await self._call_task("commit_record", self.task.commit_record(record, metadata))
+            await self._notify_task("commit_record", self.task.commit_record(record, metadata))
 
-    async def _call_task(self, what: str, coro) -> None:
+    async def _notify_task(self, what: str, coro) -> None:
+        """Call commit()/commit_record(): a failure is logged and the task goes on, as in Connect."""
         try:
             await coro
         except asyncio.CancelledError:

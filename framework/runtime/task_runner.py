@@ -1,0 +1,136 @@
+"""What every task runner shares, source or sink (Kafka Connect's ``WorkerTask``): supervision written once.
+
+A runner drives one plugin task under the worker. The rules that must not differ between the
+two kinds of task live here:
+
+- **Supervision.** Each loop runs under :meth:`TaskRunner._supervised`: an exception escaping
+  it stops every other loop and reports the failure once, through ``on_failure`` (the Worker
+  records FAILED with the trace, logs and counts it). A task never says RUNNING while doing
+  nothing.
+- **Retrying.** While a retriable error lasts, the task says so in its status
+  (``"warnings": {"retrying": ...}``) and in the ``task_retrying`` gauge.
+- **Shutdown of the record pipeline.** The task's own background work
+  (``context.run_in_background``), its transforms, converters and error reporters are closed in
+  one place, whatever the kind of task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiokafka.errors import KafkaError
+
+from framework.api.errors import ConnectError
+from framework.api.records import ConnectorTaskId
+from framework.runtime import metrics
+from framework.runtime.background import BackgroundTasks
+from framework.runtime.bounded import bounded
+from framework.runtime.converters import RecordConverters
+from framework.runtime.error_handling import ErrorHandler, ErrorSettings
+from framework.runtime.transform_chain import TransformChain
+from framework.storage.status import State
+
+log = logging.getLogger(__name__)
+
+StatusCallback = Callable[[ConnectorTaskId, State, str | None], Awaitable[None]]
+FailureCallback = Callable[[ConnectorTaskId, BaseException], Awaitable[None]]
+
+RETRY_BACKOFF_S = 1.0
+RETRY_BACKOFF_MAX_S = 10.0
+#: The status warning keys the runtime itself reports.
+RETRYING = "retrying"
+STALLED = "stalled"
+
+
+class TaskRunner:
+    """The state and rules shared by :class:`WorkerSourceTask` and :class:`WorkerSinkTask`.
+
+    ``transforms`` None runs no transform code; ``converters`` None or pass-through runs no
+    converter code (the mirror path pays for neither); ``errors`` defaults to
+    ``errors.tolerance=none`` without reporters.
+    """
+
+    def __init__(self, task_id: ConnectorTaskId, task: Any, config: dict[str, str], *,
+                 on_status: StatusCallback, on_failure: FailureCallback, flush_interval_s: float,
+                 start_timeout_s: float, on_topic: Callable[[str, str], None] | None,
+                 transforms: TransformChain | None, converters: RecordConverters | None,
+                 errors: ErrorHandler | None):
+        self.id = task_id
+        self.task = task
+        self.config = config
+        self._on_status = on_status
+        self._on_failure = on_failure
+        self._on_topic = on_topic
+        self._flush_interval_s = flush_interval_s
+        self._start_timeout_s = start_timeout_s
+        self._chain = transforms
+        self._converters = None if converters is None or converters.is_passthrough else converters
+        self._errors = errors if errors is not None else ErrorHandler(task_id, ErrorSettings())
+        self._background = BackgroundTasks(str(task_id))
+        self._failure_report: asyncio.Future | None = None
+        #: the plugin's context, once the task is initialized (it owns the task's background work)
+        self._context: Any = None
+        #: Conditions shown in the task's status (key -> message), reported by the runtime and the task.
+        self.warnings: dict[str, str] = {}
+        self.failed = False
+        self._labels = (task_id.connector, str(task_id.task))
+        # Counters exist from the start at 0, so Prometheus' increase() sees their first step.
+        metrics.TASK_FAILURES.labels(*self._labels)
+        metrics.TASK_RESTARTS.labels(*self._labels)
+
+    # -- supervision -----------------------------------------------------------------------
+    async def _supervised(self, loop: Callable[[], Awaitable[None]], name: str) -> None:
+        try:
+            await loop()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if not isinstance(exc, (ConnectError, KafkaError)):
+                log.debug("Task %s: its %s loop raised", self.id, name, exc_info=True)
+            self._fail(exc)
+
+    def _fail(self, exc: BaseException) -> None:
+        """Stop every loop (but the caller's) and report the failure, once."""
+        if self.failed:
+            return
+        self.failed = True
+        self._on_failing()
+        self._background.cancel_all(except_current=True)
+        metrics.TASK_RUNNING.labels(*self._labels).set(0)
+        self._failure_report = asyncio.ensure_future(self._on_failure(self.id, exc))
+
+    def _on_failing(self) -> None:
+        """What a kind of runner does first when its task fails (nothing by default)."""
+
+    def _set_retrying(self, message: str | None) -> None:
+        """Show (or, with None, clear) a retriable condition in the status and the gauge."""
+        if message is None:
+            if self.warnings.pop(RETRYING, None) is not None:
+                metrics.TASK_RETRYING.labels(*self._labels).set(0)
+                log.info("Task %s recovered and resumed", self.id)
+        else:
+            if RETRYING not in self.warnings:
+                metrics.TASK_RETRYING.labels(*self._labels).set(1)
+            self.warnings[RETRYING] = message
+
+    async def _call_task(self, what: str, coro: Awaitable[Any], timeout: float) -> None:
+        """Call one of the task's own methods on the way out; a failure is logged, never raised."""
+        try:
+            await bounded(coro, timeout, f"Task {self.id}: {what}()")
+        except Exception as exc:
+            log.error("Task %s: %s() raised or hung (%r); its resources may leak", self.id, what, exc)
+
+    async def _close_pipeline(self, timeout: float) -> None:
+        """Stop the task's own background work, then close its transforms, converters and error reporters."""
+        if self._context is not None:  # context.run_in_background work
+            await self._context.close_background(timeout)
+        if self._chain is not None:
+            self._chain.close()
+            self._chain = None
+        if self._converters is not None:
+            self._converters.close()
+            self._converters = None
+        await self._errors.close()
