@@ -86,7 +86,8 @@ def resolve_kafka_classpath(cache_dir: Path | None = None, version: str = KAFKA_
 
     Raises LocalKafkaError naming the cause when Maven is missing or the download fails.
     """
-    return _resolve(cache_dir, f"kafka-{version}", _pom("local-kafka", ["kafka_2.13", "kafka-tools"], version), f"Apache Kafka {version}")
+    return resolve_maven_classpath(f"kafka-{version}", _pom("local-kafka", ["kafka_2.13", "kafka-tools"], version),
+                                   f"Apache Kafka {version}", cache_dir)
 
 
 def resolve_mm2_classpath(cache_dir: Path | None = None, version: str = KAFKA_VERSION) -> Path:
@@ -95,11 +96,16 @@ def resolve_mm2_classpath(cache_dir: Path | None = None, version: str = KAFKA_VE
     For side-by-side benchmarks and compatibility checks against the real MM2
     (``java -cp '<dir>/*' org.apache.kafka.connect.mirror.MirrorMaker mm2.properties``).
     """
-    return _resolve(cache_dir, f"connect-mirror-{version}",
-                    _pom("java-mm2", ["connect-mirror"], version), f"Apache Kafka's connect-mirror {version}")
+    return resolve_maven_classpath(f"connect-mirror-{version}", _pom("java-mm2", ["connect-mirror"], version),
+                                   f"Apache Kafka's connect-mirror {version}", cache_dir)
 
 
-def _resolve(cache_dir: Path | None, name: str, pom: str, what: str) -> Path:
+def resolve_maven_classpath(name: str, pom: str, what: str, cache_dir: Path | None = None) -> Path:
+    """Return ``<cache>/<name>/libs``, holding the runtime dependencies of ``pom``, downloaded once with Maven.
+
+    ``what`` names the artifacts in errors. Raises LocalKafkaError naming the cause when Maven is
+    missing or the download fails; a marker file records a complete download.
+    """
     base = (cache_dir or default_cache_dir()) / name
     libs = base / "libs"
     marker = base / "complete"
@@ -115,7 +121,7 @@ def _resolve(cache_dir: Path | None, name: str, pom: str, what: str) -> Path:
 
 
 def _download(base: Path, libs: Path, pom: str, what: str) -> None:
-    mvn = require_tool("mvn", "it fetches Apache Kafka from Maven Central (Debian: apt-get install maven)")
+    mvn = require_tool("mvn", f"it fetches {what} from Maven Central (Debian: apt-get install maven)")
     staging = base / "libs.partial"
     shutil.rmtree(staging, ignore_errors=True)
     (base / "pom.xml").write_text(pom)
