@@ -22,6 +22,7 @@ from typing import Any
 
 from framework.api.config import Config
 from framework.api.connector import Connector
+from framework.api.errors import ConfigError
 from framework.clients.kafka_clients import client_kwargs
 from framework.api.records import ConnectorTaskId
 from framework.api.secrets import scrub, secret_values
@@ -34,7 +35,7 @@ from framework.runtime.context import StoreOffsetReader, WorkerConnectorContext
 from framework.runtime.worker_config import PRODUCER_PREFIX
 from framework.runtime.sink_config import connector_config_def, is_sink
 from framework.runtime.sink_task import build_worker_sink_task
-from framework.runtime.converters import source_converters
+from framework.runtime.converters import source_converters, validate_converters
 from framework.runtime.error_handling import ErrorHandler
 from framework.runtime.transform_chain import build_chain
 from framework.runtime.worker_task import WorkerSourceTask
@@ -99,6 +100,11 @@ class Worker:
         self._resolved: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
         self.start_timeout_s = worker_config["start.timeout.ms"] / 1000
         self.stop_timeout_s = worker_config["task.shutdown.graceful.timeout.ms"] / 1000
+        # A worker-level converter every task would fail with is bad input: refuse to start, naming it.
+        problems = [f"{value.name}: {'; '.join(value.errors)}"
+                    for value in validate_converters(worker_config.originals, plugins) if value.errors]
+        if problems:
+            raise ConfigError(f"worker config: {' '.join(problems)}")
 
     # -- statuses ------------------------------------------------------------------------
     async def set_connector_state(self, name: str, state: State, trace: str | None = None) -> None:

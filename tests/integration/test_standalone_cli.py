@@ -101,3 +101,12 @@ def test_bad_files_are_one_readable_line(tmp_path, cluster_a):
     result = run_cli("standalone", str(tmp_path / "w.properties"), str(tmp_path / "c.properties"))
     assert result.returncode == 1
     assert "com.example.Nope" in result.stderr.strip().splitlines()[-1]
+
+    # A worker-level converter no plugin provides would fail every task: the worker refuses to start.
+    (tmp_path / "w.properties").write_text(
+        f"bootstrap.servers={cluster_a.bootstrap_servers}\nlisteners=http://127.0.0.1:0\n"
+        "value.converter=com.example.NopeConverter\n")
+    result = run_cli("standalone", str(tmp_path / "w.properties"))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert "value.converter" in last and "com.example.NopeConverter" in last, result.stderr
