@@ -108,7 +108,8 @@ class ReconcileJob(Job):
             timings = {"plan": time.monotonic() - started}
             await asyncio.to_thread(lambda: context.spark)  # the JVM starts here, off the event loop
             timings["spark_start"] = time.monotonic() - started - sum(timings.values())
-            results = await asyncio.to_thread(match_on_spark, context.read_kafka, ranges)
+            results = await context.run_spark(lambda: match_on_spark(context.read_kafka, ranges),
+                                              f"reconcile {source}->{target}")
             timings["match"] = time.monotonic() - started - sum(timings.values())
             reconcile_id = uuid.uuid4().hex[:12]
             maps, partitions = partition_maps(ranges, results, reconcile_id)

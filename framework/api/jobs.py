@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,8 +32,12 @@ class Progress(ABC):
     """A progress display for one long step: a bar with rate and ETA on a terminal, log lines otherwise."""
 
     @abstractmethod
-    def update(self, completed: int) -> None:
-        """Set how many units are done so far (never more than ``total``)."""
+    def update(self, completed: int, total: int | None = None) -> None:
+        """Set how many units are done so far (never more than ``total``).
+
+        ``total`` changes the amount of work when it is only known as the step goes on (Spark
+        tasks of stages planned one after another); None keeps it.
+        """
 
     @abstractmethod
     def close(self) -> None:
@@ -141,6 +145,15 @@ class JobContext(ABC):
     @abstractmethod
     def progress(self, total: int, unit: str = "records", description: str = "") -> Progress:
         """A progress display for ``total`` units of work (a rich bar with rate and ETA on a terminal)."""
+
+    @abstractmethod
+    async def run_spark(self, work: Callable[[], Any], description: str) -> Any:
+        """Run blocking Spark ``work`` in a thread, showing the progress of its Spark tasks; its result.
+
+        For steps whose record count is not known while they run (a join, an aggregation): the
+        display counts the tasks of the Spark stages ``work`` starts, and grows as stages are
+        planned. Exceptions from ``work`` propagate.
+        """
 
     @abstractmethod
     def source_offsets(self, worker_settings: Mapping[str, str]) -> AbstractAsyncContextManager[SourceOffsets]:

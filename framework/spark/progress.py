@@ -48,7 +48,9 @@ class LoggedProgress(Progress, _Rate):
         self._last_log = 0.0
         self._closed = False
 
-    def update(self, completed: int) -> None:
+    def update(self, completed: int, total: int | None = None) -> None:
+        if total is not None:
+            self.total = total
         self.completed = min(completed, self.total)
         now = time.monotonic()
         if now - self._last_log >= LOG_EVERY_S:
@@ -85,9 +87,12 @@ class RichProgress(Progress):
         self._bar.start()
         self._closed = False
 
-    def update(self, completed: int) -> None:
+    def update(self, completed: int, total: int | None = None) -> None:
+        if total is not None:
+            self._rate.total = total
         self._rate.completed = min(completed, self._rate.total)
-        self._bar.update(self._task, completed=self._rate.completed, rate=f"{self._rate.rate():,.0f}")
+        self._bar.update(self._task, completed=self._rate.completed, total=self._rate.total,
+                         rate=f"{self._rate.rate():,.0f}")
 
     def close(self) -> None:
         if not self._closed:

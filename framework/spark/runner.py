@@ -13,6 +13,7 @@ import contextlib
 import logging
 import sys
 import threading
+import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -22,6 +23,30 @@ from framework.api.jobs import Job, JobContext, Progress, SourceOffsets
 from framework.spark.progress import make_progress
 
 log = logging.getLogger(__name__)
+
+#: Seconds between two looks at Spark's task counts for :meth:`SparkJobContext.run_spark`.
+TRACK_EVERY_S = 1.0
+
+
+class SparkTaskTracker:
+    """Counts the tasks of the Spark stages that one job group's jobs have started (Spark's status tracker)."""
+
+    def __init__(self, session, group: str):
+        self._tracker = session.sparkContext.statusTracker()
+        self._group = group
+
+    def tasks(self) -> tuple[int, int]:
+        """``(completed, total)`` over the group's stages that have begun; blocking (py4j calls)."""
+        completed = total = 0
+        for job_id in self._tracker.getJobIdsForGroup(self._group):
+            job = self._tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job is not None else ():
+                stage = self._tracker.getStageInfo(stage_id)
+                # stages skipped (reused shuffle output) never begin; counting them would stall the total
+                if stage is not None and (stage.numActiveTasks or stage.numCompletedTasks or stage.numFailedTasks):
+                    completed += stage.numCompletedTasks
+                    total += stage.numTasks
+        return completed, total
 
 
 class _StoreOffsets(SourceOffsets):
@@ -94,6 +119,34 @@ class SparkJobContext(JobContext):
 
     def progress(self, total: int, unit: str = "records", description: str = "") -> Progress:
         return make_progress(total, unit, description, self.logger)
+
+    async def run_spark(self, work, description):
+        group = f"mirrorline-{uuid.uuid4().hex[:12]}"
+        tracker = SparkTaskTracker(self.spark, group)
+
+        def grouped():
+            context = self.spark.sparkContext
+            context.setJobGroup(group, description)  # a property of this thread's jobs only
+            try:
+                return work()
+            finally:
+                context.setLocalProperty("spark.jobGroup.id", None)
+
+        progress = self.progress(0, "tasks", description)
+        running = asyncio.ensure_future(asyncio.to_thread(grouped))
+        try:
+            while not running.done():
+                await asyncio.wait([running], timeout=TRACK_EVERY_S)
+                try:
+                    progress.update(*await asyncio.to_thread(tracker.tasks))
+                except Exception as exc:  # the display must never fail the work
+                    log.debug("Spark task progress unavailable: %r", exc)
+            result = running.result()
+            _, total = await asyncio.to_thread(tracker.tasks)
+            progress.update(total, total)
+            return result
+        finally:
+            progress.close()
 
     @contextlib.asynccontextmanager
     async def source_offsets(self, worker_settings: Mapping[str, str]) -> AsyncIterator[SourceOffsets]:

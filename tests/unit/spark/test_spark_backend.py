@@ -136,3 +136,16 @@ def test_progress_is_a_rich_bar_on_a_terminal():
     progress.close()
     text = screen.getvalue()
     assert "backfill A->B" in text and "1000/1000" in text and "records/s" in text and "ETA" in text
+
+
+def test_progress_total_can_grow_as_work_is_planned(caplog):
+    logger = logging.getLogger("mirrorline.job.grow")
+    progress = make_progress(0, "tasks", "match", logger, stream=io.StringIO())
+    with caplog.at_level(logging.INFO, logger="mirrorline.job.grow"):
+        with progress:
+            progress.update(3, 12)
+            progress.update(12, 30)
+            progress.update(30, 30)
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0].startswith("match: 3/12 tasks (25%)")
+    assert lines[-1].startswith("match: 30/30 tasks (100%)")
