@@ -39,7 +39,7 @@ from framework.api.errors import (
 from framework.api.hookspecs import hookimpl, hookspec
 from framework.api.jobs import Job, JobContext, PartitionTarget, Progress, SourceOffsets, WriteResult
 from framework.api.launcher import Command, WorkerLauncher, WorkerSpec
-from framework.api.records import ConnectorTaskId, RecordMetadata, SinkRecord, SourceRecord
+from framework.api.records import ConnectorTaskId, RecordMetadata, SinkRecord, SourceBatch, SourceRecord
 from framework.api.rest_extension import ClusterState, RestExtension, RestExtensionContext, RestHandler, RestRequest
 from framework.api.secrets import HIDDEN, is_secret, redact, scrub
 from framework.api.sink import ErrantRecordReporter, SinkTask, SinkTaskContext, TopicPartition
@@ -51,7 +51,7 @@ __all__ = [
     "ConfigValue", "ConnectError", "Connector", "ForbiddenError", "ConnectorContext", "ConnectorTaskId", "Importance",
     "NonEmptyString", "NotFoundError", "OffsetReader", "OneOf", "PartitionNotAvailableError", "Password", "Range",
     "RebalanceInProgressError",
-    "RecordMetadata", "RegexList", "RetriableError", "SourceConnector", "SourceRecord", "SourceTask",
+    "RecordMetadata", "RegexList", "RetriableError", "SourceBatch", "SourceConnector", "SourceRecord", "SourceTask",
     "SourceTaskContext", "Type", "Validator", "hookimpl", "hookspec", "split_list",
     "HIDDEN", "is_secret", "redact", "scrub",
     "ClusterState", "RestExtension", "RestExtensionContext", "RestHandler", "RestRequest",

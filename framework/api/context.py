@@ -96,6 +96,10 @@ class SourceTaskContext(PluginContext):
     task_id: ConnectorTaskId
     #: Committed source offsets, to resume from on start.
     offsets: OffsetReader
+    #: Whether ``poll`` may return :class:`~framework.api.records.SourceBatch` items: true when the
+    #: connector has no transform and only pass-through (ByteArray) converters, so whole record
+    #: batches can be written as they are. Beyond Connect; False for contexts that predate it.
+    accepts_batches: bool = False
 
     def report_warning(self, message: str, key: str | None = None) -> None:
         """Show a condition the user should act on in the task's status, without failing the task.

@@ -42,6 +42,38 @@ class SourceRecord:
 
 
 @dataclass(slots=True)
+class SourceBatch:
+    """Records already encoded as one Kafka record batch, written to one partition as they are.
+
+    Beyond Connect. A task whose context says ``accepts_batches`` (no transform, no converter
+    other than ByteArray on the connector) may return these from ``poll`` next to, or instead
+    of, :class:`SourceRecord` s. The runtime hands ``data`` to the producer whole: no record is
+    decoded or re-encoded, and its compression stays as it is. It rewrites only what the
+    producer owns — producer id, epoch and base sequence (idempotence), baseOffset,
+    partitionLeaderEpoch, the transactional and control attribute bits — and the CRC.
+
+    - ``data``: exactly one record batch of magic 2, CreateTime, offset deltas ``0..n-1``
+      (``record_count`` records), without the delete-horizon flag. Kafka assigns its records
+      consecutive offsets from the base offset it reports.
+    - ``source_partition`` / ``source_offset``: as for :class:`SourceRecord`; the offset is
+      that of the batch's *last* record and is stored once the batch is acknowledged.
+    - ``topic`` / ``partition``: where to write (a partition is required).
+    - ``max_timestamp``: the largest record timestamp (epoch ms) or -1, for latency metrics.
+
+    Subclass it to carry what your ``commit_batch`` needs (a mirror keeps the source offset of
+    every record to emit exact offset syncs).
+    """
+
+    source_partition: dict[str, Any] | None
+    source_offset: dict[str, Any] | None
+    topic: str
+    partition: int
+    data: bytes
+    record_count: int
+    max_timestamp: int = -1
+
+
+@dataclass(slots=True)
 class SinkRecord:
     """One record a sink task receives: a record consumed from Kafka, after converters and transforms.
 

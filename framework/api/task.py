@@ -19,6 +19,8 @@ Lifecycle, as the runtime drives it (all on the worker's event loop; apart from
    across an ``await``. Calls are sequential, and records of one Kafka partition are
    acknowledged in the order ``poll`` returned them. A record a transform dropped gets
    ``commit_record(record, None)`` once the records before it of its source partition are done.
+   A :class:`~framework.api.records.SourceBatch` gets ``commit_batch(batch, metadata)`` instead,
+   with the offset Kafka gave its first record.
 5. After the runtime has stored source offsets (every ``offset.flush.interval.ms``),
    ``await commit()``. Offsets are stored only for records Kafka acknowledged, and for a
    partition only up to the first unacknowledged record, so a restart never skips one.
@@ -33,7 +35,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING
 
-from framework.api.records import RecordMetadata, SourceRecord
+from framework.api.records import RecordMetadata, SourceBatch, SourceRecord
 
 if TYPE_CHECKING:
     from framework.api.context import SourceTaskContext
@@ -57,8 +59,13 @@ class SourceTask(ABC):
         """Prepare to poll: open clients, read committed offsets, seek."""
 
     @abstractmethod
-    async def poll(self) -> list[SourceRecord]:
-        """The next records to write, or ``[]``."""
+    async def poll(self) -> list[SourceRecord | SourceBatch]:
+        """The next records to write, or ``[]``.
+
+        :class:`~framework.api.records.SourceBatch` items (whole record batches) are allowed only
+        while ``self.context.accepts_batches`` is true; records and batches of one partition
+        are written in the order returned.
+        """
 
     async def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:
         """Called once Kafka has acknowledged ``record``; ``metadata`` says where it landed. Optional.
@@ -66,6 +73,13 @@ class SourceTask(ABC):
         ``record`` is the record as ``poll`` returned it, before any transform. ``metadata`` is
         ``None`` when a transform dropped the record (Connect passes null then too): it was not
         written, but it is done, and its offset is committed in its turn.
+        """
+
+    async def commit_batch(self, batch: SourceBatch, metadata: RecordMetadata) -> None:
+        """Called once Kafka has acknowledged a ``SourceBatch``. Optional.
+
+        ``metadata.offset`` is the offset of the batch's first record; its ``i``-th record is at
+        ``metadata.offset + i``. Runs on the same coroutine as ``commit_record``, in ack order.
         """
 
     async def commit(self) -> None:

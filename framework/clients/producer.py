@@ -22,6 +22,7 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import IllegalOperation, TopicAuthorizationFailedError
 
 from framework.api.errors import PartitionNotAvailableError
+from framework.clients.forwarded_batch import ForwardedBatch
 
 DEFAULT_MAX_BLOCK_MS = 60_000
 # Upper bound of the pause between two metadata refreshes while waiting for a partition.
@@ -61,6 +62,25 @@ class RecordProducer(AIOKafkaProducer):
                 return await self._send_known(topic, value, key, partition, timestamp_ms, headers)
             except _PartitionUnknown:
                 # Only reachable if the metadata changed between the wait and the send: wait again.
+                continue
+
+    async def send_record_batch(self, topic: str, partition: int, data: bytes, record_count: int):
+        """Write one already-encoded record batch (magic 2) to ``topic``/``partition`` as it is.
+
+        Only the producer fields and the CRC are rewritten (:class:`ForwardedBatch`); returns the
+        future of its RecordMetadata, whose offset is the batch's first record's. Waits for an
+        unknown partition as :meth:`send` does.
+        """
+        if partition < 0:
+            raise ValueError(f"partition must be >= 0, not {partition} (topic {topic})")
+        batch = ForwardedBatch(data, record_count)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.max_block_ms / 1000
+        while True:
+            await self._wait_for_partition(topic, partition, deadline)
+            try:
+                return await self.send_batch(batch, topic, partition=partition)
+            except _PartitionUnknown:
                 continue
 
     async def _send_known(self, topic, value, key, partition, timestamp_ms, headers):

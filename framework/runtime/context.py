@@ -86,10 +86,12 @@ class WorkerSourceTaskContext(OwnedBackground, SourceTaskContext):
     """A task's identity, its offset reader, the warnings shown in its status, and its background work."""
 
     def __init__(self, task_id: ConnectorTaskId, offsets: OffsetReader, warnings: dict[str, str],
-                 on_crash: Callable[[BaseException], None] | None = None, clients: KafkaClients = KAFKA_CLIENTS):
+                 on_crash: Callable[[BaseException], None] | None = None, clients: KafkaClients = KAFKA_CLIENTS,
+                 accepts_batches: bool = False):
         self.task_id = task_id
         self.offsets = offsets
         self.clients = clients
+        self.accepts_batches = accepts_batches
         self._warnings = warnings
         self._init_background(f"task {task_id}", on_crash or _unowned_crash)
 

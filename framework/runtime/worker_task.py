@@ -17,6 +17,11 @@ task (``errors.tolerance=none``, the trace naming stage, class, topic, partition
 is dropped like a filtered record and counted (``errors.tolerance=all``). Without transforms
 and with pass-through converters the loop is the plain one.
 
+Record batches (beyond Connect): in that plain case the task's context says ``accepts_batches``
+and ``poll`` may also return :class:`~framework.api.records.SourceBatch` items, which the
+producer writes whole (:meth:`RecordProducer.send_record_batch`); their source offset is tracked
+like a record's, and the task gets ``commit_batch`` with the first record's offset.
+
 Supervision: the task is RUNNING only while all of its loops (poll, acks, flush, watchdog)
 run. An exception escaping any of them, ``start``, or a record the target refuses, stops
 every loop and reports the failure once through ``on_failure`` (the Worker records FAILED
@@ -40,7 +45,7 @@ from aiokafka.errors import KafkaError, KafkaTimeoutError
 from framework.api.context import OffsetReader
 from framework.api.errors import ConnectError, RetriableError
 from framework.clients.producer import RecordProducer
-from framework.api.records import ConnectorTaskId, RecordMetadata, SourceRecord
+from framework.api.records import ConnectorTaskId, RecordMetadata, SourceBatch, SourceRecord
 from framework.api.task import SourceTask
 from framework.runtime import metrics
 from framework.runtime.bounded import bounded
@@ -95,7 +100,7 @@ class WorkerSourceTask(TaskRunner):
         self._stall_timeout_s = stall_timeout_s
         self._tracker = OffsetTracker(task_id.connector) if transforms is None and self._converters is None \
             else TransformedOffsetTracker(task_id.connector)
-        self._acked: deque[tuple[SourceRecord, RecordMetadata | None]] = deque()
+        self._acked: deque[tuple[SourceRecord | SourceBatch, RecordMetadata | None]] = deque()
         self._acked_event = asyncio.Event()
         self._resumed = asyncio.Event()
         self._resumed.set()
@@ -116,7 +121,8 @@ class WorkerSourceTask(TaskRunner):
             self._producer = RecordProducer(**{"acks": "all", "enable_idempotence": True, "linger_ms": 5,
                                                "max_batch_size": 512 * 1024, **self._producer_kwargs})
             await bounded(self._producer.start(), self._start_timeout_s, f"Task {self.id}: starting its producer")
-            self._context = WorkerSourceTaskContext(self.id, self._offset_reader, self.warnings, on_crash=self._fail)
+            self._context = WorkerSourceTaskContext(self.id, self._offset_reader, self.warnings, on_crash=self._fail,
+                                                    accepts_batches=self._chain is None and self._converters is None)
             self.task.initialize(self._context)
             await bounded(self.task.start(dict(self.config)), self._start_timeout_s, f"Task {self.id}: start()")
             self._started = True
@@ -206,9 +212,16 @@ class WorkerSourceTask(TaskRunner):
             backoff = RETRY_BACKOFF_S
             if self._chain is None and self._converters is None:
                 for record in records or ():
-                    await self._send(record)
+                    if isinstance(record, SourceBatch):
+                        await self._send_batch(record)
+                    else:
+                        await self._send(record)
             else:
                 for record in records or ():
+                    if isinstance(record, SourceBatch):
+                        raise ConnectError(f"Task {self.id} returned a {type(record).__name__} from poll() although "
+                                           f"its context does not accept batches (the connector has transforms or "
+                                           f"converters); this is a bug in the connector")
                     # a failure not tolerated raises ToleranceExceededError naming the record: the task fails
                     processed = await self._process(record)
                     if processed is None:
@@ -313,7 +326,30 @@ class WorkerSourceTask(TaskRunner):
         pending = self._tracker.submit(source.source_partition, source.source_offset)
         future.add_done_callback(lambda f: self._on_ack(f, record, pending, source))
 
-    def _write_error(self, record: SourceRecord, exc: BaseException, partition: int | None = None) -> RecordWriteError:
+    async def _send_batch(self, batch: SourceBatch) -> None:
+        """Hand one whole record batch to the producer, retrying retriable refusals in place."""
+        assert self._producer is not None
+        backoff = RETRY_BACKOFF_S
+        while True:
+            try:
+                future = await self._producer.send_record_batch(batch.topic, batch.partition, batch.data,
+                                                                batch.record_count)
+                break
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if not is_retriable(exc):
+                    raise self._write_error(batch, exc) from exc
+                log.warning("Task %s: writing a batch to %s partition %s is retried in %.0fs: %r", self.id,
+                            batch.topic, batch.partition, backoff, exc)
+                self._set_retrying(f"writing to {batch.topic} is retrying: {exc!r}")
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
+        pending = self._tracker.submit(batch.source_partition, batch.source_offset)
+        future.add_done_callback(lambda f: self._on_ack(f, batch, pending, batch))
+
+    def _write_error(self, record: SourceRecord | SourceBatch, exc: BaseException,
+                     partition: int | None = None) -> RecordWriteError:
         where = record.partition if partition is None else partition
         return RecordWriteError(
             f"Task {self.id} could not write the record of source partition {record.source_partition} at "
@@ -321,7 +357,8 @@ class WorkerSourceTask(TaskRunner):
             f"{record.topic} partition {where}: {exc!r}. Nothing after it is written; the task restarts "
             f"from its last stored offset")
 
-    def _on_ack(self, future: asyncio.Future, record: SourceRecord, pending, source: SourceRecord) -> None:
+    def _on_ack(self, future: asyncio.Future, record: SourceRecord | SourceBatch, pending,
+                source: SourceRecord | SourceBatch) -> None:
         if future.cancelled():
             return
         error = future.exception()  # retrieved even when failed already, so asyncio does not complain
@@ -349,7 +386,10 @@ class WorkerSourceTask(TaskRunner):
     async def _drain_acked(self) -> None:
         while self._acked:
             record, metadata = self._acked.popleft()
-            await self._notify_task("commit_record", self.task.commit_record(record, metadata))
+            if isinstance(record, SourceBatch):
+                await self._notify_task("commit_batch", self.task.commit_batch(record, metadata))
+            else:
+                await self._notify_task("commit_record", self.task.commit_record(record, metadata))
 
     async def _notify_task(self, what: str, coro) -> None:
         """Call commit()/commit_record(): a failure is logged and the task goes on, as in Connect."""

@@ -1,0 +1,65 @@
+"""ForwardedBatch: an encoded record batch gets the producer's fields and a fresh CRC, records untouched."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+from framework.clients.forwarded_batch import ForwardedBatch, InvalidBatchError
+
+CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def encoded(codec: int = 0, *, transactional: bool = False, count: int = 5, log_append_time: bool = False) -> bytes:
+    builder = DefaultRecordBatchBuilder(2, codec, is_transactional=int(transactional), producer_id=77,
+                                        producer_epoch=3, base_sequence=40, batch_size=1 << 20)
+    for i in range(count):
+        builder.append(i, timestamp=1_700_000_000_000 + i, key=None if i == 2 else f"k{i}".encode(),
+                       value=None if i == 3 else f"value {i}".encode() * 10,
+                       headers=[("h", f"{i}".encode()), ("n", None)])
+    data = bytearray(builder.build())
+    struct.pack_into(">q", data, 0, 123_456)  # as fetched: the source's base offset
+    if log_append_time:
+        data[22] |= 0x08
+    return bytes(data)
+
+
+def records(data: bytes) -> list[tuple]:
+    return [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in DefaultRecordBatch(data)]
+
+
+@pytest.mark.parametrize("codec", CODECS.values(), ids=CODECS.keys())
+def test_producer_fields_and_crc_are_rewritten_and_records_kept(codec):
+    source = encoded(codec, transactional=True)
+    batch = ForwardedBatch(source, 5)
+    batch._set_producer_state(9, 1, 100)
+    out = bytes(batch._build())
+    decoded = DefaultRecordBatch(out)
+    assert decoded.validate_crc()
+    assert (decoded.producer_id, decoded.producer_epoch, decoded.base_sequence) == (9, 1, 100)
+    assert not decoded.is_transactional and not decoded.is_control_batch
+    assert decoded.base_offset == 0 and struct.unpack_from(">i", out, 12)[0] == -1
+    assert decoded.compression_type == codec
+    assert out[61:] == source[61:]  # the records section, compressed or not, is the source's bytes
+    assert [r[1:] for r in records(out)] == [r[1:] for r in records(source)]
+    assert batch.record_count() == 5 and batch.size() == len(source) and batch.closed()
+    assert batch.append(timestamp=None, key=b"k", value=b"v") is None
+
+
+def test_without_idempotence_the_batch_carries_no_producer():
+    decoded = DefaultRecordBatch(bytes(ForwardedBatch(encoded(), 5)._build()))
+    assert decoded.validate_crc()
+    assert (decoded.producer_id, decoded.producer_epoch, decoded.base_sequence) == (-1, -1, -1)
+
+
+@pytest.mark.parametrize("data, count, message", [
+    (b"\x00" * 20, 1, "not a magic-2 record batch"),
+    (encoded() + b"\x00", 5, "does not match"),
+    (encoded(), 4, "do not describe 4 records"),
+    (encoded(log_append_time=True), 5, "LogAppendTime"),
+])
+def test_bytes_that_are_not_one_forwardable_batch_are_refused(data, count, message):
+    with pytest.raises(InvalidBatchError, match=message):
+        ForwardedBatch(data, count)
