@@ -16,6 +16,8 @@ CONFIG_PROPERTIES_EXCLUDE_DEFAULT = (
 #: Task-only settings the connector adds to each task config.
 TASK_ASSIGNED_PARTITIONS = "task.assigned.partitions"
 TASK_INDEX = "task.index"
+#: Beyond MM2: forward fetched record batches whole when nothing needs decoded records.
+BATCH_FORWARDING_ENABLED = "batch.forwarding.enabled"
 
 SOURCE_CONFIG_DEF = COMMON_CONFIG_DEF.merged(ConfigDef([
     ConfigKey("refresh.topics.enabled", Type.BOOLEAN, default="true", importance=Importance.LOW, group=GROUP,
@@ -48,6 +50,12 @@ SOURCE_CONFIG_DEF = COMMON_CONFIG_DEF.merged(ConfigDef([
     ConfigKey("offset.lag.max", Type.LONG, default=100, validator=Range(min=0), importance=Importance.LOW,
               group=GROUP, doc="How far the remote topic may run ahead of the last offset sync before a new "
                                "sync is written."),
+    ConfigKey(BATCH_FORWARDING_ENABLED, Type.BOOLEAN, default="true", importance=Importance.MEDIUM, group=GROUP,
+              doc="Beyond MM2: when the connector has no transform and only ByteArray converters, write the "
+                  "record batches fetched from the source to the target whole (compression kept, no record "
+                  "decoded in Python; only producer id, epoch, sequence and CRC are rewritten), and emit offset "
+                  "syncs from each batch's exact offsets. 'false' copies record by record as MM2 does. Each "
+                  "task logs which path it uses."),
     ConfigKey("heartbeats.replication.enabled", Type.BOOLEAN, default="true", importance=Importance.LOW,
               group=GROUP, doc="Replicate heartbeats topics whatever the topic filter says."),
 ]))

@@ -3,7 +3,8 @@
 MM2 (JMX, group ``MirrorSourceConnector``, tags source/target/topic/partition, ``topic`` being
 the remote topic) has record-count, record-age-ms, replication-latency-ms and byte-count; the
 ``-rate`` and ``-min/-max/-avg`` variants are what Prometheus computes from these series
-(``rate()``, ``*_over_time``). Beyond MM2: ``replication_lag_records`` (source end offset minus
+(``rate()``, ``*_over_time``). Beyond MM2: ``copied_records`` (by copy path, see
+``batch.forwarding.enabled``), ``replication_lag_records`` (source end offset minus
 next offset to replicate) and ``skipped_topics`` (topics not mirrored, by reason), and two
 series for source anomalies MM2 passes over silently: ``records_lost_to_retention`` (records
 deleted on the source before they were copied) and ``source_offset_resets`` (times a partition's
@@ -21,7 +22,12 @@ _PREFIX = "kafka_connect_mirror_source_connector_"
 _TAGS = ("source", "target", "topic", "partition")
 
 RECORD_COUNT = Counter(_PREFIX + "record_count", "Records replicated and acknowledged by the target.", _TAGS)
-BYTE_COUNT = Counter(_PREFIX + "byte_count", "Value bytes replicated (measured at poll, as MM2).", _TAGS)
+BYTE_COUNT = Counter(_PREFIX + "byte_count", "Value bytes replicated (measured at poll, as MM2); when batches are "
+                     "forwarded whole, the batches' bytes as fetched (compressed as on the source).", _TAGS)
+COPIED_RECORDS = Counter(_PREFIX + "copied_records",
+                         "Records handed to the target at poll, by path: batch (record batches forwarded whole), "
+                         "rebuilt (batches re-encoded: offset gaps, LogAppendTime, a batch split by the start "
+                         "position), record (copied record by record).", ("source", "target", "path"))
 RECORD_AGE_MS = Gauge(_PREFIX + "record_age_ms", "Age of the last polled record: now - its timestamp.", _TAGS)
 REPLICATION_LATENCY_MS = Gauge(_PREFIX + "replication_latency_ms",
                                "Now - source record timestamp, when the target acknowledged it.", _TAGS)

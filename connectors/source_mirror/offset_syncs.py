@@ -70,6 +70,38 @@ class OffsetSyncWriter:
             self._delayed[key] = sync
         state.previous_upstream, state.previous_downstream = upstream, downstream
 
+    def record_batch(self, topic: str, partition: int, upstream_offsets, downstream_first: int) -> None:
+        """Note an acknowledged batch: record ``i`` went from ``upstream_offsets[i]`` to ``downstream_first + i``.
+
+        Gives exactly the syncs that calling :meth:`record` for every record would give. For a
+        batch of consecutive upstream offsets (a ``range``, the common case) that is computed
+        without a loop: only the first record can be due for a skip, a rewind or a first sync;
+        the others are due only when the downstream offset reaches ``offset.lag.max`` past the
+        last sync.
+        """
+        if not isinstance(upstream_offsets, range) or upstream_offsets.step != 1 or len(upstream_offsets) < 3:
+            for i, upstream in enumerate(upstream_offsets):
+                self.record(topic, partition, upstream, downstream_first + i)
+            return
+        self.record(topic, partition, upstream_offsets[0], downstream_first)
+        state = self._state[(topic, partition)]
+        count = len(upstream_offsets)
+        last_index = count - 1
+        delta = upstream_offsets[0] - downstream_first  # upstream = downstream + delta within the batch
+        # due at downstream d when d - (last_sync + 1) >= max_lag, i.e. from d = last_sync + 1 + max_lag on
+        due_at = state.last_sync_downstream + 1 + self._max_lag
+        first_due = max(due_at, downstream_first + 1)
+        last_downstream = downstream_first + last_index
+        while first_due <= last_downstream:
+            sync = OffsetSync(topic, partition, first_due + delta, first_due)
+            state.last_sync_downstream = first_due
+            self._queue(sync)
+            self._delayed.pop((topic, partition), None)
+            first_due += 1 + self._max_lag
+        if state.last_sync_downstream != last_downstream:
+            self._delayed[(topic, partition)] = OffsetSync(topic, partition, upstream_offsets[-1], last_downstream)
+        state.previous_upstream, state.previous_downstream = upstream_offsets[-1], last_downstream
+
     def _queue(self, sync: OffsetSync) -> None:
         self._pending.append(sync)
         if len(self._pending) > MAX_QUEUED:  # keep only the newest pending sync of each partition

@@ -24,7 +24,7 @@ import time
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError, OffsetOutOfRangeError, RecordTooLargeError
 
-from framework.api import RecordMetadata, SourceRecord, SourceTask
+from framework.api import RecordMetadata, SourceBatch, SourceRecord, SourceTask
 
 from connectors.mirror_client.config import (
     CONSUMER_POLL_TIMEOUT_MS,
@@ -36,10 +36,17 @@ from connectors.mirror_client.config import (
 )
 from connectors.mirror_client.formats import source_partition
 from connectors.source_mirror import metrics
-from connectors.source_mirror.config import SOURCE_CONFIG_DEF, TASK_ASSIGNED_PARTITIONS, TASK_INDEX
+from connectors.source_mirror.batch_capture import BatchCapture, capture_batches
+from connectors.source_mirror.config import (
+    BATCH_FORWARDING_ENABLED,
+    SOURCE_CONFIG_DEF,
+    TASK_ASSIGNED_PARTITIONS,
+    TASK_INDEX,
+)
 from connectors.source_mirror.errors import SourceReadError, read_error_message
 from connectors.source_mirror.offset_syncs import OffsetSyncWriter
 from connectors.source_mirror.positions import PositionCheck, PositionState, check_position
+from connectors.source_mirror.record_batches import ForwardableBatch
 from connectors.source_mirror.topics import parse_partition
 
 log = logging.getLogger(__name__)
@@ -79,6 +86,17 @@ class _PartitionMetrics:
                 pass
 
 
+class MirrorBatch(SourceBatch):
+    """A fetched record batch on its way to the remote partition, with the source offset of each record."""
+
+    __slots__ = ("source_offsets",)
+
+    def __init__(self, source_partition: dict, topic: str, partition: int, batch: ForwardableBatch):
+        super().__init__(source_partition, {"offset": batch.source_offsets[-1]}, topic, partition, batch.data,
+                         batch.record_count, batch.max_timestamp)
+        self.source_offsets = batch.source_offsets
+
+
 class MirrorSourceTask(SourceTask):
     """Consumes assigned source partitions and returns their records for the remote topics."""
 
@@ -99,6 +117,8 @@ class MirrorSourceTask(SourceTask):
                   for tp in self.partitions}
         # metric children per partition, looked up once (labels() per record costs ~10% of a core)
         self._metrics = {tp: _PartitionMetrics(l) for tp, l in labels.items()}
+        self._copied = {path: metrics.COPIED_RECORDS.labels(self.source_alias, self.target_alias, path)
+                        for path in ("batch", "rebuilt", "record")}
 
         # next offset to have acknowledged per partition (stored + 1, then each ack + 1): pending_records()
         self._next_to_ack: dict[TopicPartition, int] = {}
@@ -106,8 +126,10 @@ class MirrorSourceTask(SourceTask):
         user_props = client_props(config, "source", "consumer")
         self.user_offset_reset = str(user_props.get("auto.offset.reset", "earliest")).strip().lower()
         # "none" so that aiokafka raises OffsetOutOfRangeError instead of resetting silently
-        consumer_props = {"client.id": f"{flow}|replication-consumer", **user_props,
-                          "auto.offset.reset": "none", "enable.auto.commit": "false"}
+        # read_committed unless the user says otherwise (beyond MM2, whose consumer reads uncommitted):
+        # aborted records are never mirrored, and written non-transactionally they would look committed
+        consumer_props = {"client.id": f"{flow}|replication-consumer", "isolation.level": "read_committed",
+                          **user_props, "auto.offset.reset": "none", "enable.auto.commit": "false"}
         kwargs, ignored = self.context.clients.client_kwargs(consumer_props, "consumer")
         if ignored:
             log.info("Task %s: source consumer settings with no aiokafka equivalent are ignored: %s",
@@ -115,6 +137,11 @@ class MirrorSourceTask(SourceTask):
         self._principal = kwargs.get("sasl_plain_username")  # named in read errors
         self.consumer = AIOKafkaConsumer(**kwargs)
         await self.consumer.start()
+        self._capture: BatchCapture | None = None
+        self._path_reason = self._record_path_reason(parsed)
+        if self._path_reason is None:
+            self._capture = capture_batches(self.consumer, read_committed=kwargs.get("isolation_level") ==
+                                            "read_committed", check_crcs=kwargs.get("check_crcs", True))
         try:
             await self._seek_start_positions()
         except BaseException:
@@ -136,8 +163,18 @@ class MirrorSourceTask(SourceTask):
             # leaving consumers that lag behind the newest sync without a translation.
             await self.sync_producer.partitions_for(topic)
             self.sync_writer = OffsetSyncWriter(self.sync_producer, topic, parsed["offset.lag.max"])
-        log.info("Task %s mirrors %d partitions from %s to %s", self.context.task_id, len(self.partitions),
-                 self.source_alias, self.target_alias)
+        log.info("Task %s mirrors %d partitions from %s to %s, %s", self.context.task_id, len(self.partitions),
+                 self.source_alias, self.target_alias,
+                 "forwarding record batches whole (batch.forwarding.enabled)" if self._capture is not None
+                 else f"record by record ({self._path_reason})")
+
+    def _record_path_reason(self, parsed: dict) -> str | None:
+        """Why this task copies record by record, or None when it forwards whole batches."""
+        if not parsed[BATCH_FORWARDING_ENABLED]:
+            return "batch.forwarding.enabled=false"
+        if not getattr(self.context, "accepts_batches", False):
+            return "the connector has transforms or converters, which need decoded records"
+        return None
 
     async def _seek_start_positions(self) -> None:
         """Seek to the stored offsets (+1), check them against the logs, position the other partitions."""
@@ -270,9 +307,12 @@ class MirrorSourceTask(SourceTask):
             raise SourceReadError(read_error_message(error, positions, source_alias=self.source_alias,
                                                      principal=self._principal), positions) from error
         now = time.time() * 1000
-        records = []
+        records: list = []
         for tp, messages in batch.items():
             metric = self._metrics[tp]
+            if messages and type(messages[0]) is ForwardableBatch:
+                self._add_batches(tp, messages, records, metric, now)
+                continue
             if messages:
                 self._next_to_ack.setdefault(tp, messages[0].offset)
             partition = source_partition(self.source_alias, tp.topic, tp.partition)
@@ -284,12 +324,38 @@ class MirrorSourceTask(SourceTask):
                                             message.timestamp if message.timestamp >= 0 else None))
                 size += len(message.value) if message.value is not None else 0
             if messages:
+                self._copied["record"].inc(len(messages))
                 metric.byte_count.inc(size)
                 metric.record_age_ms.set(now - messages[-1].timestamp)
                 end = self.consumer.highwater(tp)
                 if end is not None:
                     metric.lag_records.set(max(0, end - messages[-1].offset - 1))
         return records
+
+    def _add_batches(self, tp: TopicPartition, batches: list[ForwardableBatch], out: list, metric, now: float) -> None:
+        """Turn one partition's fetched batches into MirrorBatches for the runtime, and update its metrics."""
+        partition = source_partition(self.source_alias, tp.topic, tp.partition)
+        remote = self.remote[tp]
+        self._next_to_ack.setdefault(tp, batches[0].source_offsets[0])
+        size = forwarded = rebuilt = 0
+        for fetched in batches:
+            out.append(MirrorBatch(partition, remote, tp.partition, fetched))
+            size += len(fetched.data)
+            if fetched.reencoded:
+                rebuilt += fetched.record_count
+            else:
+                forwarded += fetched.record_count
+        metric.byte_count.inc(size)
+        if forwarded:
+            self._copied["batch"].inc(forwarded)
+        if rebuilt:
+            self._copied["rebuilt"].inc(rebuilt)
+        last = batches[-1]
+        if last.max_timestamp >= 0:
+            metric.record_age_ms.set(now - last.max_timestamp)
+        end = self.consumer.highwater(tp)
+        if end is not None:
+            metric.lag_records.set(max(0, end - last.source_offsets[-1] - 1))
 
     async def _positions_of(self, error: KafkaError) -> dict[TopicPartition, int | None]:
         """The assigned partitions a consumer error is about, with the offsets the task was reading at.
@@ -336,6 +402,20 @@ class MirrorSourceTask(SourceTask):
         if self.sync_writer is not None:
             self.sync_writer.record(upstream_topic, metadata.partition, record.source_offset["offset"],
                                     metadata.offset)
+            await self.sync_writer.fire_pending()
+
+    async def commit_batch(self, batch: SourceBatch, metadata: RecordMetadata) -> None:
+        upstream_topic = batch.source_partition["topic"]
+        tp = TopicPartition(upstream_topic, metadata.partition)
+        offsets = batch.source_offsets
+        self._next_to_ack[tp] = offsets[-1] + 1
+        metric = self._metrics.get(tp)
+        if metric is not None:
+            metric.record_count.inc(batch.record_count)
+            if batch.max_timestamp >= 0:
+                metric.replication_latency_ms.set(time.time() * 1000 - batch.max_timestamp)
+        if self.sync_writer is not None:
+            self.sync_writer.record_batch(upstream_topic, metadata.partition, offsets, metadata.offset)
             await self.sync_writer.fire_pending()
 
     async def commit(self) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import asyncio
 import base64
 import contextlib
@@ -105,3 +107,14 @@ def all_running(expected_tasks: int):
         return (status["connector"]["state"] == "RUNNING" and len(status["tasks"]) == expected_tasks
                 and all(t["state"] == "RUNNING" for t in status["tasks"]))
     return check
+
+
+def metric_value(text: str, name: str, **labels: str) -> float:
+    """The value of the series ``name`` whose labels include ``labels`` (0 when there is none)."""
+    for line in text.splitlines():
+        match = re.match(r"^(\w+)\{(.*)\} (\S+)$", line)
+        if match and match.group(1) == name:
+            found = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2)))
+            if all(found.get(k) == v for k, v in labels.items()):
+                return float(match.group(3))
+    return 0.0

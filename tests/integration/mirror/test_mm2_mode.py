@@ -30,7 +30,8 @@ from framework.testing.kafka import (
 pytestmark = pytest.mark.integration
 
 
-def write_mm2_properties(path, cluster_a, cluster_b, topics: str, state: str | None = None) -> None:
+def write_mm2_properties(path, cluster_a, cluster_b, topics: str, state: str | None = None,
+                         extra: str = "") -> None:
     """An mm2.properties for flow A->B; ``state`` names this test's worker groups and internal topics."""
     state = state or topics.rstrip(".*-")
     path.write_text(f"""# MirrorMaker 2 config, in MM2's own format
@@ -43,7 +44,7 @@ A->B.tasks.max = 2
 {SINGLE_BROKER_MM2_PROPERTIES}offset.storage.partitions = 5
 refresh.topics.interval.seconds = 2
 B.offset.flush.interval.ms = 500
-{isolated_state(state)}""")
+{extra}{isolated_state(state)}""")
 
 
 stop = stop_mm2
@@ -101,12 +102,15 @@ def test_mm2_config_errors_are_one_line(tmp_path, cluster_a):
     assert result.returncode == 1 and "No source->target replication flows" in result.stderr
 
 
-async def test_sigkill_mid_stream_loses_nothing(cluster_a, cluster_b, unique_name, tmp_path):
+@pytest.mark.parametrize("forwarding", ["true", "false"], ids=["batches", "records"])
+async def test_sigkill_mid_stream_loses_nothing(cluster_a, cluster_b, unique_name, tmp_path, forwarding):
+    """On both copy paths: a worker SIGKILLed under load loses no record and keeps per-partition order."""
     prefix = unique_name("kill")
     topic = f"{prefix}-stream"
     partitions, total = 6, 30_000
     await create_topic(cluster_a.bootstrap_servers, topic, partitions)
-    write_mm2_properties(tmp_path / "mm2.properties", cluster_a, cluster_b, f"{prefix}-.*")
+    write_mm2_properties(tmp_path / "mm2.properties", cluster_a, cluster_b, f"{prefix}-.*",
+                         extra=f"A->B.batch.forwarding.enabled = {forwarding}\n")
 
     async def stream() -> None:
         batch = 500
@@ -135,7 +139,10 @@ async def test_sigkill_mid_stream_loses_nothing(cluster_a, cluster_b, unique_nam
         deduplicated = list(dict.fromkeys(copied))
         assert deduplicated == expected, f"partition {partition}: a record is missing or out of order"
         duplicates += len(copied) - len(deduplicated)
-    print(f"\nSIGKILL mid-stream: {total} source records, all on B in order, {duplicates} duplicates")
+    log_text = (tmp_path / "mm2.log").read_text()
+    path = "forwarding record batches whole" if forwarding == "true" else "record by record"
+    assert path in log_text, "the tasks did not log the copy path the test asked for"
+    print(f"\nSIGKILL mid-stream ({path}): {total} source records, all on B in order, {duplicates} duplicates")
     report = os.environ.get("MIRRORLINE_REPORT")
     if report:
         with open(report, "a") as handle:

@@ -15,8 +15,10 @@ from framework.testing.worker import Rest, all_running, running_standalone
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.parametrize("forwarding", ["true", "false"], ids=["batches", "records"])
 async def test_offset_syncs_map_source_offsets_to_target_offsets(cluster_a, cluster_b, make_topic, flow_config,
-                                                                unique_name):
+                                                                unique_name, forwarding):
+    """On both copy paths, MM2-format syncs map source offsets to the offsets of the same records on B."""
     topic = await make_topic(cluster_a, partitions=2, prefix="syncs")
     await produce(cluster_a.bootstrap_servers, topic,
                   [(i % 2, f"k{i}".encode(), f"v{i}".encode(), [], None) for i in range(600)])
@@ -28,7 +30,7 @@ async def test_offset_syncs_map_source_offsets_to_target_offsets(cluster_a, clus
     finally:
         await admin.close()
     name = unique_name("syncs")
-    config = flow_config(topics=topic, offset_lag_max=50)
+    config = flow_config(topics=topic, offset_lag_max=50, **{"batch.forwarding.enabled": forwarding})
     async with running_standalone({"bootstrap.servers": cluster_b.bootstrap_servers, "offset.flush.interval.ms": "500"},
                                   [{"name": name, **config}]) as url, Rest(url) as rest:
         await rest.wait_for(f"/connectors/{name}/status", all_running(2))

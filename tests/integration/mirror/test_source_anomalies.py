@@ -16,7 +16,7 @@ from aiokafka.errors import KafkaError
 from framework.api.context import SourceTaskContext
 from framework.runtime.context import WorkerSourceTaskContext
 from framework.testing.kafka import create_topic, partitions_of, produce, read_all, topics_of
-from framework.testing.worker import Rest, all_running, running_standalone
+from framework.testing.worker import Rest, all_running, metric_value, running_standalone
 
 pytestmark = pytest.mark.integration
 
@@ -40,17 +40,6 @@ def expected(partition: int, offsets, tag: str = "v") -> list[bytes]:
 def warnings_of(caplog, logger: str = "connectors.source_mirror.task") -> list[str]:
     """The WARNING messages ``logger`` logged during the test."""
     return [r.getMessage() for r in caplog.records if r.name == logger and r.levelno == logging.WARNING]
-
-
-def metric_value(text: str, name: str, **labels: str) -> float:
-    """The value of the series ``name`` whose labels include ``labels`` (0 when there is none)."""
-    for line in text.splitlines():
-        match = re.match(r"^(\w+)\{(.*)\} (\S+)$", line)
-        if match and match.group(1) == name:
-            found = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2)))
-            if all(found.get(k) == v for k, v in labels.items()):
-                return float(match.group(3))
-    return 0.0
 
 
 async def metrics_text(rest: Rest) -> str:

@@ -104,3 +104,43 @@ async def test_queue_is_coalesced_per_partition_only_past_its_bound(monkeypatch)
     await writer.fire_pending()
     # the 5th queued sync overflowed the bound: only the newest of each partition was kept, in order
     assert [(s.partition, s.upstream_offset) for s in producer.sent] == [(1, 1), (0, 2), (1, 2)]
+
+
+def _writer_state(writer: OffsetSyncWriter) -> tuple:
+    pending = [(s.topic, s.partition, s.upstream_offset, s.downstream_offset) for s in writer._pending]
+    delayed = {k: (s.upstream_offset, s.downstream_offset) for k, s in writer._delayed.items()}
+    states = {k: (v.previous_upstream, v.previous_downstream, v.last_sync_downstream) for k, v in writer._state.items()}
+    return pending, delayed, states
+
+
+@pytest.mark.parametrize("max_lag", [0, 1, 3, 100])
+@pytest.mark.parametrize("seed", range(5))
+def test_record_batch_gives_exactly_the_syncs_of_recording_every_record(max_lag, seed):
+    """The batch path's arithmetic shortcut matches record() called record by record: same queue, same delayed."""
+    import random
+    rng = random.Random(seed)
+    by_batch = OffsetSyncWriter(RecordingProducer(), "mm2-offset-syncs.B.internal", max_lag)
+    by_record = OffsetSyncWriter(RecordingProducer(), "mm2-offset-syncs.B.internal", max_lag)
+    upstream, downstream = rng.randrange(0, 50), rng.randrange(0, 50)
+    for _ in range(60):
+        count = rng.choice([1, 2, 3, 7, 50, 250])
+        gaps = rng.random() < 0.2
+        if gaps:  # a rebuilt batch of a compacted source: offsets listed one by one
+            offsets = []
+            for _ in range(count):
+                upstream += rng.choice([1, 1, 2, 5])
+                offsets.append(upstream)
+        else:
+            upstream += rng.choice([1, 1, 1, 4])  # consecutive from the last one, or after a skip
+            offsets = range(upstream, upstream + count)
+            upstream = offsets[-1]
+        if rng.random() < 0.05:
+            downstream = max(0, downstream - rng.randrange(1, 30))  # downstream went backwards
+        by_batch.record_batch("t", 0, offsets, downstream)
+        for i, u in enumerate(offsets):
+            by_record.record("t", 0, u, downstream + i)
+        downstream += count + (rng.randrange(0, 3) if rng.random() < 0.1 else 0)
+        assert _writer_state(by_batch) == _writer_state(by_record)
+        if rng.random() < 0.2:
+            asyncio.run(by_batch.promote_delayed())
+            asyncio.run(by_record.promote_delayed())
