@@ -16,14 +16,16 @@ carried inside Kafka's group membership protocol:
   task runs on two workers at once, and a rebalance leaves alone everything it does not move.
 
 Balance: connectors and tasks are balanced separately; every worker ends with ``n // w`` or
-``n // w + 1`` of each. Workers keep as much of what they own as the balance allows (sticky),
-so adding a worker moves only the items the newcomer needs, and losing one moves only its own.
+``n // w + 1`` of each, and each connector's tasks are spread as evenly as that allows. Workers
+keep as much of what they own as the balance allows (sticky), so adding a worker moves only the
+items the newcomer needs, and losing one moves only its own.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 #: Version of the JSON carried in the group protocol's user data.
@@ -116,7 +118,8 @@ def _list(value: object) -> list:
     return value
 
 
-def balanced_sticky(members: Mapping[str, Iterable], items: Iterable) -> tuple[dict[str, list], dict[str, list]]:
+def balanced_sticky(members: Mapping[str, Iterable], items: Iterable, group: Callable[[object], Hashable] | None = None
+                    ) -> tuple[dict[str, list], dict[str, list]]:
     """Share ``items`` among ``members`` (member -> items it owns now); returns ``(assigned, revoked)``.
 
     - An owned item that still exists stays with its owner unless the owner holds more than its
@@ -125,6 +128,12 @@ def balanced_sticky(members: Mapping[str, Iterable], items: Iterable) -> tuple[d
     - Items nobody owns go to the members furthest below their share.
     - Shares are ``n // w`` or ``n // w + 1``; the larger shares go to the members owning most,
       so as little as possible moves.
+    - With ``group`` (item -> its group, e.g. a task's connector), each group's items are spread
+      too, within those rules: an owner over its share gives up items of the groups it holds most
+      of beyond their fair share (``group size / w``), and a free item goes to a member with room
+      holding the fewest of its group. So a worker that ran everything when a second one joins
+      gives it half of *each* connector's tasks, not whichever tasks sort last (all of one
+      connector's).
     """
     all_items = sorted(set(items))
     names = sorted(members)
@@ -149,14 +158,29 @@ def balanced_sticky(members: Mapping[str, Iterable], items: Iterable) -> tuple[d
     by_ownership = sorted(names, key=lambda m: (-len(owned[m]), m))
     share = {m: base + (1 if i < extra else 0) for i, m in enumerate(by_ownership)}
     assigned: dict[str, list] = {}
+    sizes = Counter(group(item) for item in all_items) if group else Counter()
     for member in names:
-        assigned[member] = owned[member][:share[member]]
-        revoked[member].extend(owned[member][share[member]:])
+        kept = list(owned[member])
+        while group is not None and len(kept) > share[member]:
+            # give up an item of the group this member holds most of, beyond that group's fair share
+            held = Counter(group(item) for item in kept)
+            worst = max(held, key=lambda g: (held[g] - sizes[g] / len(names), held[g], str(g)))
+            kept.remove(max(item for item in kept if group(item) == worst))
+        assigned[member] = kept[:share[member]]
+        keeps = set(assigned[member])
+        revoked[member].extend(item for item in owned[member] if item not in keeps)
     free = [item for item in all_items if item not in claimed]
     for item in free:
-        member = min(names, key=lambda m: (len(assigned[m]) - share[m], len(assigned[m]), m))
+        room = [m for m in names if len(assigned[m]) < share[m]]
+        member = min(room, key=lambda m: (_same_group(assigned[m], item, group), len(assigned[m]) - share[m],
+                                          len(assigned[m]), m))
         assigned[member].append(item)
     return assigned, revoked
+
+
+def _same_group(items: list, item: object, group: Callable[[object], Hashable] | None) -> int:
+    """How many of ``items`` are in ``item``'s group (0 without groups)."""
+    return 0 if group is None else sum(group(other) == group(item) for other in items)
 
 
 def assign(members: Mapping[str, MemberState], leader: str, connectors: Iterable[str],
@@ -174,7 +198,8 @@ def assign(members: Mapping[str, MemberState], leader: str, connectors: Iterable
     tasks = [(c, i) for c in connector_list for i in range(task_counts.get(c, 0))]
     connectors_of, revoked_connectors = balanced_sticky({m: s.connectors for m, s in members.items()},
                                                         connector_list)
-    tasks_of, revoked_tasks = balanced_sticky({m: s.tasks for m, s in members.items()}, tasks)
+    tasks_of, revoked_tasks = balanced_sticky({m: s.tasks for m, s in members.items()}, tasks,
+                                              group=lambda task: task[0])  # each connector's tasks spread
     workers = {members[m].url: len(connectors_of[m]) + len(tasks_of[m]) for m in members}
     return {m: Assignment(leader, leader_url, config_offset, tuple(connectors_of[m]), tuple(tasks_of[m]),
                           tuple(revoked_connectors[m]), tuple(revoked_tasks[m]), None, workers)
