@@ -20,6 +20,9 @@ These workers serve no REST API. ``--listeners http://0.0.0.0:8083`` (or a top-l
 ``listeners`` in the file; the option wins) makes the process serve ``GET /health`` — 200 once
 every flow's worker has joined its group and holds an assignment, 503 naming the flows that
 have not — and ``GET /metrics`` for Kubernetes probes and Prometheus.
+
+A process uses about one core. ``--processes N`` (or ``auto``: one per core) runs the node's
+flows in N processes, which share the tasks as N nodes would (:mod:`connectors.mm2.processes`).
 """
 
 from __future__ import annotations
@@ -46,6 +49,14 @@ from connectors.mirror_client.mm2_config import (
     SOURCE_CONNECTOR,
     Flow,
     MirrorMakerConfig,
+)
+from connectors.mm2.processes import (
+    ChildProcesses,
+    child_argv,
+    die_with_parent,
+    process_count,
+    run_with_children,
+    tag_log_lines,
 )
 
 log = logging.getLogger(__name__)
@@ -130,21 +141,40 @@ class MirrorMakerCommand(Command):
         parser.add_argument("--listeners", default=None, metavar="http://HOST:PORT",
                             help="serve GET /health and GET /metrics there (default: the file's top-level "
                                  "'listeners', else no HTTP server)")
+        parser.add_argument("--processes", default="1", metavar="N",
+                            help="run the flows in N processes on this node, to use N cores; 'auto': one per "
+                                 "CPU core (default 1). Set tasks.max to at least N")
+        parser.add_argument("--child-of", type=int, default=None, help=argparse.SUPPRESS)  # set by --processes
 
     async def run(self, args: argparse.Namespace, launcher: WorkerLauncher) -> int:
+        processes = process_count(args.processes)
+        child_of = getattr(args, "child_of", None)
+        if child_of is not None:
+            die_with_parent(child_of)
+        if processes > 1 or child_of is not None:
+            tag_log_lines()
         props = load_config_file(args.mm2_properties)
         try:
             config = MirrorMakerConfig(props)
             specs = worker_specs(config, args.clusters)
             flows = [flow for flow in config.flows(args.clusters) if flow.name in {s.worker_id for s in specs}]
-            await refuse_same_cluster_flows(flows, launcher.clients)
+            if child_of is None:  # the parent has checked already
+                await refuse_same_cluster_flows(flows, launcher.clients)
         except ConfigError as exc:
             raise ConfigError(f"{args.mm2_properties}: {exc}") from None
-        listeners = listeners_of(args.listeners, props)
-        if listeners:
-            await launcher.run(specs, listeners=listeners)
-        else:  # launchers written before the listeners argument still work
-            await launcher.run(specs)
+        listeners = None if child_of is not None else listeners_of(args.listeners, props)
+
+        async def run_own() -> None:
+            if listeners:
+                await launcher.run(specs, listeners=listeners)
+            else:  # launchers written before the listeners argument still work
+                await launcher.run(specs)
+
+        if processes > 1 and child_of is None:
+            argv = child_argv(args.mm2_properties, args.clusters, getattr(args, "log_level", None))
+            await run_with_children(run_own, ChildProcesses(argv, processes - 1))
+        else:
+            await run_own()
         return 0
 
 
