@@ -18,6 +18,7 @@ offset start, and a user-set ``none`` still fails the task on any out-of-range p
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 
@@ -84,6 +85,22 @@ class _PartitionMetrics:
                 gauge.remove(*self._labels)
             except KeyError:
                 pass
+
+
+def interleave(per_partition: list[list]) -> list:
+    """Round-robin over the partitions' lists, each list's order kept: [p0[0], p1[0], ..., p0[1], p1[1], ...].
+
+    The producer queues one batch per partition until the sender takes it, and sends at most one
+    batch per partition in a request. Handed over partition after partition, a partition's second
+    batch would wait for a request holding only its first; interleaved, each request carries one
+    batch of every partition.
+    """
+    if len(per_partition) == 1:
+        return per_partition[0]
+    out = []
+    for row in itertools.zip_longest(*per_partition):
+        out.extend(item for item in row if item is not None)
+    return out
 
 
 class MirrorBatch(SourceBatch):
@@ -308,10 +325,11 @@ class MirrorSourceTask(SourceTask):
                                                      principal=self._principal), positions) from error
         now = time.time() * 1000
         records: list = []
+        batches_by_partition: list[list[MirrorBatch]] = []
         for tp, messages in batch.items():
             metric = self._metrics[tp]
             if messages and type(messages[0]) is ForwardableBatch:
-                self._add_batches(tp, messages, records, metric, now)
+                batches_by_partition.append(self._add_batches(tp, messages, metric, now))
                 continue
             if messages:
                 self._next_to_ack.setdefault(tp, messages[0].offset)
@@ -330,10 +348,14 @@ class MirrorSourceTask(SourceTask):
                 end = self.consumer.highwater(tp)
                 if end is not None:
                     metric.lag_records.set(max(0, end - messages[-1].offset - 1))
+        if batches_by_partition:
+            records.extend(interleave(batches_by_partition))
         return records
 
-    def _add_batches(self, tp: TopicPartition, batches: list[ForwardableBatch], out: list, metric, now: float) -> None:
-        """Turn one partition's fetched batches into MirrorBatches for the runtime, and update its metrics."""
+    def _add_batches(self, tp: TopicPartition, batches: list[ForwardableBatch], metric,
+                     now: float) -> list[MirrorBatch]:
+        """One partition's fetched batches as MirrorBatches for the runtime; updates its metrics."""
+        out = []
         partition = source_partition(self.source_alias, tp.topic, tp.partition)
         remote = self.remote[tp]
         self._next_to_ack.setdefault(tp, batches[0].source_offsets[0])
@@ -356,6 +378,7 @@ class MirrorSourceTask(SourceTask):
         end = self.consumer.highwater(tp)
         if end is not None:
             metric.lag_records.set(max(0, end - last.source_offsets[-1] - 1))
+        return out
 
     async def _positions_of(self, error: KafkaError) -> dict[TopicPartition, int | None]:
         """The assigned partitions a consumer error is about, with the offsets the task was reading at.
