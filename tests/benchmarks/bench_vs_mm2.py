@@ -58,7 +58,16 @@ warnings.filterwarnings("ignore", category=DeprecationWarning)
 
 from confluent_kafka import Consumer, Producer  # noqa: E402
 
-from bench_mirror import Offsets, _base_port, log, proc_children, proc_cpu_seconds, proc_peak_rss_kb, wait_for_leaders  # noqa: E402
+from bench_mirror import (  # noqa: E402
+    Offsets,
+    _base_port,
+    log,
+    proc_children,
+    proc_cpu_seconds,
+    proc_peak_rss_kb,
+    proc_rss_kb,
+    wait_for_leaders,
+)
 from framework.localkafka.artifacts import (  # noqa: E402
     KAFKA_VERSION,
     java_executable,
@@ -82,14 +91,19 @@ class Workload:
     records: int
     size: int
     compression: str = "none"
+    #: the source producer's batch.size: large by default (fast fills); Kafka's own 16384 shows the
+    #: batch-forwarding path with the small batches most producers write
+    producer_batch_size: int = 1_000_000
 
     @property
     def name(self) -> str:
         count = f"{self.records / 1e6:g}M" if self.records >= 1_000_000 else f"{self.records / 1e3:g}k"
-        return f"{count} x {self.size} B" + (f" {self.compression} text" if self.compression != "none" else "")
+        return (f"{count} x {self.size} B" + (f" {self.compression} text" if self.compression != "none" else "")
+                + (f" {self.producer_batch_size // 1024}K batches" if self.producer_batch_size < 1_000_000 else ""))
 
     def scaled(self, factor: float) -> Workload:
-        return Workload(max(PARTITIONS, int(self.records * factor)), self.size, self.compression)
+        return Workload(max(PARTITIONS, int(self.records * factor)), self.size, self.compression,
+                        self.producer_batch_size)
 
     @property
     def value_bytes(self) -> int:
@@ -100,6 +114,7 @@ WORKLOADS = {
     "1k": Workload(1_000_000, 1000),
     "100b": Workload(10_000_000, 100),
     "zstd": Workload(1_000_000, 1000, "zstd"),
+    "1k-16k": Workload(1_000_000, 1000, producer_batch_size=16384),
 }
 
 
@@ -156,7 +171,8 @@ def fill(bootstrap: str, topic: str, workload: Workload, tmp: Path) -> float:
     cmd = kafka_tool("org.apache.kafka.tools.ProducerPerformance", "--bootstrap-server", bootstrap,
                      "--topic", topic, "--num-records", str(workload.records), *payload,
                      "--throughput", "-1", "--reporting-interval", "60000", "--command-property",
-                     "acks=1", "linger.ms=20", "batch.size=1000000", f"compression.type={workload.compression}",
+                     "acks=1", "linger.ms=20", f"batch.size={workload.producer_batch_size}",
+                     f"compression.type={workload.compression}",
                      "buffer.memory=268435456")
     t = time.perf_counter()
     result = subprocess.run(cmd, capture_output=True, text=True)
@@ -212,12 +228,17 @@ B.bootstrap.servers = {b}
 {SINGLE_BROKER_MM2_PROPERTIES}"""
 
 
+#: ``mirrorline mm2 --processes N`` for the mirrorline runs (``--mirrorline-processes``).
+MIRRORLINE_PROCESSES = 1
+
+
 def engine_command(engine: str, props: Path) -> list[str]:
     """How to launch an engine on a properties file."""
     if engine == "mm2":
         return [java_executable(), *MM2_HEAP, "-cp", f"{resolve_mm2_classpath()}/*",
                 "org.apache.kafka.connect.mirror.MirrorMaker", str(props)]
-    return [sys.executable, "-m", "framework.cli.main", "mm2", str(props)]
+    extra = ["--processes", str(MIRRORLINE_PROCESSES)] if MIRRORLINE_PROCESSES > 1 else []
+    return [sys.executable, "-m", "framework.cli.main", "mm2", str(props), *extra]
 
 
 class Engine:
@@ -237,6 +258,9 @@ class Engine:
 
     def peak_rss_kb(self) -> int:
         return sum(proc_peak_rss_kb(p) for p in self.pids())
+
+    def rss_kb(self) -> int:
+        return sum(proc_rss_kb(p) for p in self.pids())
 
     def check_alive(self) -> None:
         if self.proc.poll() is not None:
@@ -361,6 +385,50 @@ def latency(engine: str, a: str, b: str, runs: Runs, tmp: Path, seconds: float, 
         running.stop()
 
 
+#: Topic configs of the soak topic (copied to its remote topic by both engines). Not a broker setting:
+#: a 10-minute run at 50 MB/s writes 30 GB per cluster, and Kafka's 7-day retention would keep it all on
+#: this machine's disk; 64 MB segments and 256 MB per partition let retention delete old data (the
+#: brokers check every log.retention.check.interval.ms, 5 minutes by default).
+SOAK_TOPIC_CONFIG = {"retention.bytes": str(256 * 1024 * 1024), "segment.bytes": str(64 * 1024 * 1024)}
+
+
+def soak(engine: str, a: str, b: str, runs: Runs, tmp: Path, seconds: float, tasks: int,
+         mb_per_s: float) -> dict[str, float]:
+    """RSS of an engine over a long run: ProducerPerformance writes 1000 B records to A at ``mb_per_s``
+    for ``seconds`` while the engine mirrors them; RSS is sampled every 10 s. The rate is bounded by
+    the disk: until the brokers' first retention check, both clusters keep everything written."""
+    alias = runs.alias()
+    topic = f"soak-{uuid.uuid4().hex[:6]}"
+    asyncio.run(create_topic(a, topic, PARTITIONS, SOAK_TOPIC_CONFIG))
+    props = tmp / f"{alias}.properties"
+    props.write_text(properties(alias, a, b, topic, tasks))
+    running = Engine(engine, props, tmp / f"{alias}-{engine}-soak.log")
+    writer = subprocess.Popen(kafka_tool("org.apache.kafka.tools.ProducerPerformance", "--bootstrap-server", a,
+                                         "--topic", topic, "--num-records", str(10 ** 10), "--record-size", "1000",
+                                         "--throughput", str(int(mb_per_s * 1000)), "--reporting-interval", "600000",
+                                         "--command-property", "acks=1", "linger.ms=5", "batch.size=262144"),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    samples: list[tuple[float, int]] = []
+    offsets = Offsets(b)
+    try:
+        start = time.monotonic()
+        while time.monotonic() - start < seconds:
+            running.check_alive()
+            time.sleep(10)
+            samples.append((time.monotonic() - start, running.rss_kb()))
+        mirrored = sum(offsets.ends(f"{alias}.{topic}", PARTITIONS).values())
+    finally:
+        writer.kill()
+        writer.wait()
+        offsets.close()
+        running.stop()
+    rss = [kb / 1024 for _, kb in samples]
+    after_warmup = [kb / 1024 for t, kb in samples if t >= min(120.0, seconds / 2)]
+    log(f"  soak {engine}: RSS MiB every 10 s: {' '.join(f'{r:.0f}' for r in rss)}")
+    return {"seconds": seconds, "offered_mb_s": mb_per_s, "mirrored_mb": mirrored * 1000 / 1e6, "first": rss[0], "max": max(rss),
+            "last": rss[-1], "warm_min": min(after_warmup), "warm_max": max(after_warmup)}
+
+
 # -- report --------------------------------------------------------------------------------
 
 def ratio(value: float | None, base: float | None) -> str:
@@ -396,13 +464,25 @@ def print_table(results: list[Result], latencies: dict[str, dict[str, float]]) -
             log(f"  mirrorline p99 / MM2 p99: {latencies['mirrorline']['p99'] / latencies['mm2']['p99']:.2f}x")
 
 
+def print_soak(soaks: dict[str, dict[str, float]]) -> None:
+    """RSS over the soak runs: flat means the warm minimum and maximum stay close."""
+    log("")
+    log("RSS over a long run (1000 B records written to A at a fixed rate):")
+    for engine, s in soaks.items():
+        log(f"  {engine:<12} {s['seconds'] / 60:.0f} min, {s['offered_mb_s']:.0f} MB/s offered, "
+            f"{s['mirrored_mb'] / s['seconds']:.1f} MB/s mirrored; "
+            f"RSS first {s['first']:.0f} MiB, max {s['max']:.0f}, last {s['last']:.0f}; after warm-up "
+            f"{s['warm_min']:.0f}-{s['warm_max']:.0f} MiB ({s['warm_max'] / s['warm_min'] - 1:+.1%})")
+
+
 # -- main ----------------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="record counts divided by 10 (a few minutes)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every record count (smoke runs)")
-    parser.add_argument("--workloads", default="1k,100b,zstd", help=f"comma list of {', '.join(WORKLOADS)}")
+    parser.add_argument("--workloads", default="1k,1k-16k,100b,zstd",
+                        help=f"comma list of {', '.join(WORKLOADS)} (empty: none, e.g. with --soak-seconds)")
     parser.add_argument("--tasks", default="1,2", help="comma list of tasks.max values (default 1,2)")
     parser.add_argument("--engines", default="mm2,mirrorline", help="comma list of mm2, mirrorline")
     parser.add_argument("--no-ceiling", action="store_true", help="skip the brokers' ceiling")
@@ -410,20 +490,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-seconds", type=float, default=30.0, help="length of each latency run")
     parser.add_argument("--latency-mb-s", type=float, default=10.0, help="fixed rate of the latency runs")
     parser.add_argument("--timeout", type=float, default=1800, help="give up a mirror run after this many seconds")
+    parser.add_argument("--soak-seconds", type=float, default=0,
+                        help="also run each engine this long at full speed and report RSS over time (issue 13: 600)")
+    parser.add_argument("--soak-mb-s", type=float, default=50.0,
+                        help="rate the soak run writes to A (its topic keeps 256 MB per partition)")
+    parser.add_argument("--mirrorline-processes", type=int, default=1,
+                        help="run mirrorline as `mirrorline mm2 --processes N`")
     args = parser.parse_args(argv)
+    global MIRRORLINE_PROCESSES
+    MIRRORLINE_PROCESSES = args.mirrorline_processes
     engines = [e for e in args.engines.split(",") if e]
-    unknown = [w for w in args.workloads.split(",") if w not in WORKLOADS] + [e for e in engines if e not in ("mm2", "mirrorline")]
+    unknown = [w for w in args.workloads.split(",") if w and w not in WORKLOADS] + [e for e in engines if e not in ("mm2", "mirrorline")]
     if unknown:
         parser.error(f"unknown workload or engine: {', '.join(unknown)}")
     tasks_values = [int(t) for t in args.tasks.split(",")]
     scale = args.scale * (0.1 if args.quick else 1.0)
-    workloads = [WORKLOADS[w].scaled(scale) for w in args.workloads.split(",")]
+    workloads = [WORKLOADS[w].scaled(scale) for w in args.workloads.split(",") if w]
 
     load_start = os.getloadavg()[0]
     tmp = Path(tempfile.mkdtemp(prefix="mirrorline-bench-vs-mm2-"))
     manager = LocalKafka(tmp / "kafka", _base_port())
     results: list[Result] = []
     latencies: dict[str, dict[str, float]] = {}
+    soaks: dict[str, dict[str, float]] = {}
     runs = Runs()
     try:
         log(f"Apache Kafka {KAFKA_VERSION} brokers and Java MM2 (connect-mirror {KAFKA_VERSION}); "
@@ -459,6 +548,9 @@ def main(argv: list[str] | None = None) -> int:
                 latencies[engine] = latency(engine, a, b, runs, tmp, args.latency_seconds, args.latency_mb_s,
                                             max(tasks_values))
                 log(f"  latency {engine}: {latencies[engine]}")
+        if args.soak_seconds > 0:
+            for engine in engines:
+                soaks[engine] = soak(engine, a, b, runs, tmp, args.soak_seconds, max(tasks_values), args.soak_mb_s)
     finally:
         manager.stop()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -467,6 +559,8 @@ def main(argv: list[str] | None = None) -> int:
     log(f"=== mirrorline vs Java MirrorMaker 2 {KAFKA_VERSION}, {PARTITIONS} partitions ===")
     log(f"cores: {os.cpu_count()}; load average (1 min) at start / end: {load_start:.2f} / {os.getloadavg()[0]:.2f}")
     print_table(results, latencies)
+    if soaks:
+        print_soak(soaks)
     return 0
 
 
