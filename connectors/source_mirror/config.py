@@ -18,6 +18,7 @@ TASK_ASSIGNED_PARTITIONS = "task.assigned.partitions"
 TASK_INDEX = "task.index"
 #: Beyond MM2: forward fetched record batches whole when nothing needs decoded records.
 BATCH_FORWARDING_ENABLED = "batch.forwarding.enabled"
+BATCH_FORWARDING_COALESCE_BYTES = "batch.forwarding.coalesce.bytes"
 
 SOURCE_CONFIG_DEF = COMMON_CONFIG_DEF.merged(ConfigDef([
     ConfigKey("refresh.topics.enabled", Type.BOOLEAN, default="true", importance=Importance.LOW, group=GROUP,
@@ -56,6 +57,14 @@ SOURCE_CONFIG_DEF = COMMON_CONFIG_DEF.merged(ConfigDef([
                   "decoded in Python; only producer id, epoch, sequence and CRC are rewritten), and emit offset "
                   "syncs from each batch's exact offsets. 'false' copies record by record as MM2 does. Each "
                   "task logs which path it uses."),
+    ConfigKey(BATCH_FORWARDING_COALESCE_BYTES, Type.INT, default=262144, validator=Range(min=0, max=8388608),
+              importance=Importance.LOW, group=GROUP,
+              doc="Beyond MM2, with batch forwarding: consecutive fetched batches of a partition smaller than "
+                  "this are merged (re-encoded by aiokafka's native codec, records and compression codec "
+                  "kept) into batches of up to this many bytes, because the target takes one batch per "
+                  "partition per request and producers with linger.ms=0 write one record per batch. Larger "
+                  "batches are forwarded as they are. 0 forwards every batch as fetched. Keep it below the "
+                  "target's message.max.bytes."),
     ConfigKey("heartbeats.replication.enabled", Type.BOOLEAN, default="true", importance=Importance.LOW,
               group=GROUP, doc="Replicate heartbeats topics whatever the topic filter says."),
 ]))

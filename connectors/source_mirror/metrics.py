@@ -26,8 +26,8 @@ BYTE_COUNT = Counter(_PREFIX + "byte_count", "Value bytes replicated (measured a
                      "forwarded whole, the batches' bytes as fetched (compressed as on the source).", _TAGS)
 COPIED_RECORDS = Counter(_PREFIX + "copied_records",
                          "Records handed to the target at poll, by path: batch (record batches forwarded whole), "
-                         "rebuilt (batches re-encoded: offset gaps, LogAppendTime, a batch split by the start "
-                         "position), record (copied record by record).", ("source", "target", "path"))
+                         "rebuilt (batches re-encoded: small batches merged, offset gaps, LogAppendTime, a batch "
+                         "split by the start position), record (copied record by record).", ("source", "target", "path"))
 RECORD_AGE_MS = Gauge(_PREFIX + "record_age_ms", "Age of the last polled record: now - its timestamp.", _TAGS)
 REPLICATION_LATENCY_MS = Gauge(_PREFIX + "replication_latency_ms",
                                "Now - source record timestamp, when the target acknowledged it.", _TAGS)

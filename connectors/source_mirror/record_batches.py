@@ -42,7 +42,7 @@ from aiokafka.record.control_record import ABORT_MARKER, ControlRecord
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from aiokafka.record.legacy_records import LegacyRecordBatch
 
-__all__ = ["ForwardableBatch", "SplitResult", "split_fetched"]
+__all__ = ["ForwardableBatch", "SplitResult", "coalesce", "split_fetched"]
 
 #: offset + size: the bytes in front of every batch (v2) or message (v0/v1)
 LOG_OVERHEAD = 12
@@ -245,3 +245,67 @@ def _compress(batch: bytearray, codec: int) -> bytearray:
     _ATTRIBUTES.pack_into(out, _ATTRIBUTES_OFFSET, (attributes & ~_CODEC_MASK) | codec)
     _CRC.pack_into(out, _CRC_OFFSET, crc32c.crc32c(memoryview(out)[_ATTRIBUTES_OFFSET:]))
     return out
+
+
+def coalesce(batches: Sequence[ForwardableBatch], limit: int) -> list[ForwardableBatch]:
+    """Merge runs of consecutive small batches of one partition into batches of up to ``limit`` bytes.
+
+    Producers that send each record at once (``linger.ms=0``) write batches of one or a few
+    records, and the target takes one batch per partition per produce request, so forwarding them
+    one by one costs a request per record. Batches smaller than ``limit`` are therefore merged
+    with their neighbours: decoded and re-encoded by aiokafka's native codec (about a microsecond
+    per record), in order, with the records' own timestamps, keys, values and headers, and the
+    compression codec they share (a run breaks where the codec changes). Larger batches are
+    kept as they are. ``limit <= 0`` returns the batches unchanged.
+    """
+    if limit <= 0 or len(batches) < 2:
+        return list(batches)
+    out: list[ForwardableBatch] = []
+    run: list[ForwardableBatch] = []
+    run_size = 0
+    run_codec = -1
+
+    def flush() -> None:
+        if len(run) == 1:
+            out.append(run[0])
+        elif run:
+            out.append(_merge(run, run_codec))
+        run.clear()
+
+    for batch in batches:
+        size = len(batch.data)
+        codec = batch.data[_ATTRIBUTES_OFFSET + 1] & _CODEC_MASK
+        if size >= limit:
+            flush()
+            run_size = 0
+            out.append(batch)
+            continue
+        if run and (codec != run_codec or run_size + size > limit):
+            flush()
+            run_size = 0
+        run.append(batch)
+        run_size += size
+        run_codec = codec
+    flush()
+    return out
+
+
+def _merge(run: Sequence[ForwardableBatch], codec: int) -> ForwardableBatch:
+    """One batch holding every record of ``run`` in order (see :func:`coalesce`)."""
+    builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, _UNLIMITED)
+    offsets: list[int] = []
+    max_timestamp = -1
+    delta = 0
+    for batch in run:
+        for record, offset in zip(DefaultRecordBatch(batch.data), batch.source_offsets):
+            builder.append(delta, record.timestamp, record.key, record.value, record.headers)
+            delta += 1
+            offsets.append(offset)
+        if batch.max_timestamp > max_timestamp:
+            max_timestamp = batch.max_timestamp
+    data = builder.build()
+    if codec:
+        data = _compress(data, codec)
+    contiguous = offsets[-1] - offsets[0] == len(offsets) - 1
+    return ForwardableBatch(bytes(data), range(offsets[0], offsets[-1] + 1) if contiguous else offsets,
+                            len(offsets), max_timestamp, True)

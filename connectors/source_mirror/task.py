@@ -39,6 +39,7 @@ from connectors.mirror_client.formats import source_partition
 from connectors.source_mirror import metrics
 from connectors.source_mirror.batch_capture import BatchCapture, capture_batches
 from connectors.source_mirror.config import (
+    BATCH_FORWARDING_COALESCE_BYTES,
     BATCH_FORWARDING_ENABLED,
     SOURCE_CONFIG_DEF,
     TASK_ASSIGNED_PARTITIONS,
@@ -47,7 +48,7 @@ from connectors.source_mirror.config import (
 from connectors.source_mirror.errors import SourceReadError, read_error_message
 from connectors.source_mirror.offset_syncs import OffsetSyncWriter
 from connectors.source_mirror.positions import PositionCheck, PositionState, check_position
-from connectors.source_mirror.record_batches import ForwardableBatch
+from connectors.source_mirror.record_batches import ForwardableBatch, coalesce
 from connectors.source_mirror.topics import parse_partition
 
 log = logging.getLogger(__name__)
@@ -155,6 +156,7 @@ class MirrorSourceTask(SourceTask):
         self.consumer = AIOKafkaConsumer(**kwargs)
         await self.consumer.start()
         self._capture: BatchCapture | None = None
+        self._coalesce_bytes = parsed[BATCH_FORWARDING_COALESCE_BYTES]
         self._path_reason = self._record_path_reason(parsed)
         if self._path_reason is None:
             self._capture = capture_batches(self.consumer, read_committed=kwargs.get("isolation_level") ==
@@ -356,6 +358,7 @@ class MirrorSourceTask(SourceTask):
                      now: float) -> list[MirrorBatch]:
         """One partition's fetched batches as MirrorBatches for the runtime; updates its metrics."""
         out = []
+        batches = coalesce(batches, self._coalesce_bytes)
         partition = source_partition(self.source_alias, tp.topic, tp.partition)
         remote = self.remote[tp]
         self._next_to_ack.setdefault(tp, batches[0].source_offsets[0])

@@ -21,7 +21,7 @@ from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
 from aiokafka.record.memory_records import MemoryRecords
 from aiokafka.structs import TopicPartition
 
-from connectors.source_mirror.record_batches import split_fetched
+from connectors.source_mirror.record_batches import SplitResult, coalesce, split_fetched
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 T0 = 1_700_000_000_000
@@ -399,3 +399,65 @@ def test_header_only_cost_is_printed(codec, capsys):
         with capsys.disabled():
             print(f"\nheader-only split, codec {codec}, {len(raw) / 64 / 1024:.1f} KiB batches, check_crcs={check}: "
                   f"{best / 64 * 1e6:.2f} µs per batch ({16 * 64 / best / 1e6:.2f} M records/s)")
+
+
+# ---------------------------------------------------------------------------------------
+# coalesce: small batches merged
+# ---------------------------------------------------------------------------------------
+
+def small_batches_log(codecs, per_batch=1):
+    """Consecutive batches of ``per_batch`` records each, one per codec given, from offset 0."""
+    raw, n = b"", 0
+    for codec in codecs:
+        raw += v2_batch(n, [record(n + i) for i in range(per_batch)], codec=codec)
+        n += per_batch
+    return raw, n
+
+
+@pytest.mark.parametrize("codec", CODECS.values(), ids=CODECS.keys())
+def test_small_batches_are_merged_in_order_with_their_codec(codec):
+    raw, n = small_batches_log([codec] * 40, per_batch=3)
+    split = split_fetched(raw, 0, None)
+    merged = coalesce(split.batches, 1 << 20)
+    assert len(split.batches) == 40 and len(merged) == 1
+    only = merged[0]
+    assert only.reencoded and only.record_count == n and only.source_offsets == range(0, n)
+    assert decode(only.data)[0]["codec"] == codec
+    assert forwarded(SplitResult(merged, 0, 0, False)) == forwarded(split) == expected(0, range(n))
+
+
+def test_runs_break_at_the_size_limit_and_where_the_codec_changes():
+    raw, n = small_batches_log([0] * 10 + [4] * 10 + [0] * 2)
+    split = split_fetched(raw, 0, None)
+    source = {b.source_offsets[0]: b for b in split.batches}         # one record per source batch
+    limit = len(split.batches[0].data) * 4
+    merged = coalesce(split.batches, limit)
+    assert forwarded(SplitResult(merged, 0, 0, False)) == expected(0, range(n))
+    runs = [[source[offset] for offset in b.source_offsets] for b in merged]
+    for out, run in zip(merged, runs):
+        codecs = {decode(b.data)[0]["codec"] for b in run}
+        assert codecs == {decode(out.data)[0]["codec"]}, "a merged batch mixes codecs"
+        assert sum(len(b.data) for b in run) <= limit
+    for run, following in zip(runs, runs[1:]):  # a run ends only where the next batch would not fit
+        nxt = following[0]
+        same_codec = decode(nxt.data)[0]["codec"] == decode(run[-1].data)[0]["codec"]
+        assert not same_codec or sum(len(b.data) for b in run) + len(nxt.data) > limit
+    assert len(merged) < len(split.batches)
+
+
+def test_large_batches_are_kept_and_gaps_in_offsets_survive_a_merge():
+    big = v2_batch(0, [record(i) for i in range(50)])
+    gapped = v2_batch(50, [record(50), record(51)], deltas=[0, 3])   # a compacted batch: offsets 50, 53
+    small = v2_batch(54, [record(54)])
+    split = split_fetched(big + gapped + small, 0, None)
+    merged = coalesce(split.batches, len(big))
+    assert merged[0] is split.batches[0] and not merged[0].reencoded
+    assert merged[1].source_offsets == [50, 53, 54]
+    assert forwarded(SplitResult(merged, 0, 0, False)) == forwarded(split)
+
+
+def test_coalescing_off_or_nothing_to_merge_returns_the_batches():
+    raw, _ = small_batches_log([0] * 3)
+    batches = split_fetched(raw, 0, None).batches
+    assert coalesce(batches, 0) == batches
+    assert coalesce(batches[:1], 1 << 20) == batches[:1]

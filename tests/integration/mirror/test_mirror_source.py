@@ -25,10 +25,11 @@ def keyed_records(partitions: int, count: int, seed: int):
     return out
 
 
-@pytest.mark.parametrize("forwarding", ["true", "false"], ids=["batches", "records"])
+@pytest.mark.parametrize("path", ["batches", "merged", "records"])
 async def test_topics_are_mirrored_partition_by_partition_exactly(cluster_a, cluster_b, make_topic, flow_config,
-                                                                  tmp_path, unique_name, forwarding):
-    """Both copy paths keep partition, order, key, value, headers (order, duplicates, nulls) and timestamps."""
+                                                                  tmp_path, unique_name, path):
+    """Every copy path keeps partition, order, key, value, headers (order, duplicates, nulls) and timestamps:
+    batches forwarded whole, small batches merged (the default), and record by record."""
     # the records carry fixed 2023 timestamps, which the default 7-day retention would delete
     topics = [await make_topic(cluster_a, partitions=6, prefix="orders", config=KEEP_OLD_RECORDS)
               for _ in range(3)]
@@ -37,8 +38,9 @@ async def test_topics_are_mirrored_partition_by_partition_exactly(cluster_a, clu
         sent[topic] = keyed_records(6, 10_000, seed=n)
         await produce(cluster_a.bootstrap_servers, topic, sent[topic])
     source_alias = unique_name("A")  # the copy-path counters are per flow
-    config = flow_config(topics=",".join(topics), tasks_max=3, source_alias=source_alias,
-                         **{"batch.forwarding.enabled": forwarding})
+    settings = {"batches": {"batch.forwarding.coalesce.bytes": "0"}, "merged": {},
+                "records": {"batch.forwarding.enabled": "false"}}[path]
+    config = flow_config(topics=",".join(topics), tasks_max=3, source_alias=source_alias, **settings)
     worker = {"bootstrap.servers": cluster_b.bootstrap_servers,
               "offset.storage.file.filename": str(tmp_path / "offsets.json")}
     name = unique_name("mirror")
@@ -59,7 +61,9 @@ async def test_topics_are_mirrored_partition_by_partition_exactly(cluster_a, clu
         copied = {path: metric_value(metrics_text, "kafka_connect_mirror_source_connector_copied_records_total",
                                      source=source_alias, target="B", path=path)
                   for path in ("batch", "rebuilt", "record")}
-        if forwarding == "true":  # every record went through the fast path: no fallback, nothing rebuilt
+        if path == "batches":  # every record went through the fast path: no fallback, nothing rebuilt
             assert copied == {"batch": 30_000, "rebuilt": 0, "record": 0}
+        elif path == "merged":  # the test producer's small batches were merged; nothing fell back to records
+            assert copied["rebuilt"] > 0 and copied["batch"] + copied["rebuilt"] == 30_000 and copied["record"] == 0
         else:
             assert copied == {"batch": 0, "rebuilt": 0, "record": 30_000}
