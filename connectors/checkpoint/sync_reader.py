@@ -11,6 +11,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from connectors.mirror_client.clients import read_to_end
 from connectors.mirror_client.formats import OffsetSync, SchemaError
+from connectors.mirror_client.offset_sync_runs import chain_of
 from connectors.mirror_client.offset_sync_store import OffsetSyncStore
 
 log = logging.getLogger(__name__)
@@ -32,10 +33,14 @@ class OffsetSyncReader:
         self._tail: asyncio.Task | None = None
 
     def _feed(self, record) -> None:
+        # The record offset lets the store see gaps (compaction) that no exact run may join across.
         try:
-            self.store.update(OffsetSync.decode(record.key, record.value))
+            sync = OffsetSync.decode(record.key, record.value)
         except (SchemaError, TypeError, ValueError):
             log.debug("Skipping an undecodable offset sync at offset %s", record.offset)
+            self.store.skip_record(record.offset)
+            return
+        self.store.update(sync, record.offset, chain_of(record.headers))
 
     async def start(self) -> None:
         """Read every sync so far (translation is allowed afterwards), then tail in the background."""

@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 
 def reread_estimate(store: OffsetSyncStore, topic: str, partition: int, upstream: int, translated: int) -> int:
     """Records a consumer would read again after failing over at ``translated`` instead of its exact position."""
+    if store.translate_exact(topic, partition, upstream) == translated:
+        return 0
     for sync in store.syncs(topic, partition):
         if sync.upstream_offset <= upstream:
             return max(0, (upstream - sync.upstream_offset) - (translated - sync.downstream_offset))

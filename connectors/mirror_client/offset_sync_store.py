@@ -37,9 +37,9 @@ Updating
   satisfies B against its left neighbour the pass stops (the rest of the array is fine); otherwise
   the slot receives the best candidate found, which starts out as the new sync itself.
 
-Translating an upstream consumer offset ``u``
----------------------------------------------
-(:meth:`OffsetSyncStore.translate_downstream`)
+Translating an upstream consumer offset ``u`` with MM2's rule
+-------------------------------------------------------------
+(:meth:`OffsetSyncStore.translate_mm2`)
 
 * Nothing (``None``) until :meth:`OffsetSyncStore.finish_initial_read` has been called, or when
   no sync was ever seen for the partition — no checkpoint is emitted.
@@ -50,6 +50,20 @@ Translating an upstream consumer offset ``u``
   between two syncs may have been filtered or offsets consumed by transaction markers, and
   overshooting would skip data. The price is re-reading some records after a fail-over.
 
+Exact translation (beyond MM2)
+------------------------------
+Next to the slots the store keeps, per partition, the *contiguous runs* of
+:mod:`connectors.mirror_client.offset_sync_runs`: stretches where adjacent syncs prove upstream
+offsets map one to one downstream. :meth:`OffsetSyncStore.translate_downstream` answers from a run
+when one covers ``u`` (exact: no re-read at fail-over) and with MM2's rule above otherwise;
+:meth:`OffsetSyncStore.translate_mm2` is MM2's rule alone. Runs are built from every sync read,
+the start-up read included (adjacency in topic order is what they rest on, not the slots), so a
+restarted checkpoint task translates lagging groups exactly where MM2 gives ``-1``; this never
+moves a checkpoint backwards, since an exact offset is never below any offset MM2's rule gave for
+the same or an earlier position. Callers pass each record's offset in the offset-syncs topic: a
+gap there (compaction, an undecodable record) means syncs may be missing, and no run joins across
+it.
+
 The class is pure (no Kafka I/O, no asyncio). Each update builds a new slot list and swaps it in,
 so a reader holding the previous list never sees a half-repaired array.
 """
@@ -57,6 +71,7 @@ so a reader holding the previous list never sees a half-repaired array.
 from __future__ import annotations
 
 from .formats import OffsetSync
+from .offset_sync_runs import MAX_RUNS, UNCHAINED, PartitionRuns
 
 __all__ = ["OffsetSyncStore", "SYNCS_PER_PARTITION"]
 
@@ -104,17 +119,27 @@ class OffsetSyncStore:
     :meth:`translate_downstream`. See the module docstring for the data structure and rules.
     """
 
-    def __init__(self, initialization_must_read_to_end: bool = True) -> None:
+    def __init__(self, initialization_must_read_to_end: bool = True, max_runs: int = MAX_RUNS) -> None:
         """Create an empty store.
 
         ``initialization_must_read_to_end`` is true unless the checkpoints topic was loaded
         successfully: while the initial read is in progress each sync then replaces the whole
         history of its partition, so only the last sync read at start-up survives. When false the
-        full history is built during the initial read as well (KAFKA-15905).
+        full history is built during the initial read as well (KAFKA-15905). It does not apply to
+        the contiguous runs, which are always built from every sync read. ``max_runs`` bounds
+        the runs kept per partition (0: MM2's translation only).
         """
         self._initialization_must_read_to_end = initialization_must_read_to_end
+        self._max_runs = max_runs
         self._read_to_end = False
         self._syncs: dict[tuple[str, int], list[OffsetSync]] = {}
+        self._runs: dict[tuple[str, int], PartitionRuns] = {}
+        # Adjacency in the offset-syncs topic: a gap in its offsets bumps the epoch, and a partition
+        # whose last sync was read in an older epoch may have lost syncs since.
+        self._epoch = 0
+        self._epoch_of: dict[tuple[str, int], int] = {}
+        self._next_record_offset: int | None = None
+        self._chain_of: dict[tuple[str, int], tuple[bytes, int]] = {}
 
     @property
     def ready(self) -> bool:
@@ -125,14 +150,51 @@ class OffsetSyncStore:
         """Mark the initial read-to-end of the offset-syncs topic as done; idempotent."""
         self._read_to_end = True
 
-    def update(self, sync: OffsetSync) -> None:
-        """Record ``sync`` (the next offset-syncs record) for its upstream topic-partition."""
+    def update(self, sync: OffsetSync, record_offset: int | None = None,
+               chain: tuple[bytes, int] | None = None) -> None:
+        """Record ``sync`` (the next offset-syncs record) for its upstream topic-partition.
+
+        ``record_offset`` is the sync's offset in the offset-syncs topic; when given, a gap since
+        the previous record stops every run from joining across it (see :meth:`skip_record`).
+        ``chain`` is the record's ``(writer, sequence)`` (:func:`~.offset_sync_runs.chain_of`): when
+        given, the sync joins the previous one of its partition only if it comes from the same
+        writer with the next number, so no sync was lost in between; :data:`UNCHAINED` never
+        joins. Without either, the syncs are taken to be adjacent in topic order.
+        """
+        self._note_record_offset(record_offset)
         key = (sync.topic, sync.partition)
+        runs = self._runs.get(key)
+        if runs is None:
+            runs = self._runs[key] = PartitionRuns(self._max_runs)
+        adjacent = self._epoch_of.get(key) == self._epoch
+        if chain is not None:
+            previous = self._chain_of.get(key)
+            adjacent = (adjacent and chain != UNCHAINED and previous is not None
+                        and previous[0] == chain[0] and previous[1] + 1 == chain[1])
+            self._chain_of[key] = chain
+        runs.add(sync, adjacent=adjacent)
+        self._epoch_of[key] = self._epoch
         current = self._syncs.get(key)
         if current is None:
             self._syncs[key] = [sync] * SYNCS_PER_PARTITION
             return
         self._syncs[key] = self._updated(current, sync)
+
+    def skip_record(self, record_offset: int | None = None) -> None:
+        """Note an offset-syncs record that is not a usable sync (undecodable): it may hide one.
+
+        No run joins across it; MM2's slots are unaffected.
+        """
+        self._note_record_offset(record_offset)
+        self._epoch += 1
+
+    def _note_record_offset(self, record_offset: int | None) -> None:
+        """Bump the adjacency epoch when ``record_offset`` does not follow the previous record."""
+        if record_offset is None:
+            return
+        if self._next_record_offset is not None and record_offset != self._next_record_offset:
+            self._epoch += 1
+        self._next_record_offset = record_offset + 1
 
     def _updated(self, original: list[OffsetSync], sync: OffsetSync) -> list[OffsetSync]:
         """Return a new slot list: ``original`` with ``sync`` applied (``original`` unchanged)."""
@@ -175,6 +237,33 @@ class OffsetSyncStore:
         self, topic: str, partition: int, upstream_offset: int
     ) -> int | None:
         """Translate the upstream consumer offset of ``topic``/``partition`` to a downstream one.
+
+        Exact when a contiguous run covers ``upstream_offset`` (see :meth:`translate_exact`);
+        otherwise MM2's rule (:meth:`translate_mm2`). ``None`` before :meth:`finish_initial_read`
+        or when no sync is known for the partition.
+
+        Where both answer, the larger wins: both are safe (a consumer starting there skips no
+        record), and MM2's can only be larger when a newer sync points at a later copy of the same
+        records (a task re-sent them after a restart), which a consumer then need not read twice.
+        """
+        mm2 = self.translate_mm2(topic, partition, upstream_offset)
+        exact = self.translate_exact(topic, partition, upstream_offset)
+        if exact is None or mm2 is None:
+            return mm2
+        return max(exact, mm2)
+
+    def translate_exact(self, topic: str, partition: int, upstream_offset: int) -> int | None:
+        """The exact downstream offset of ``upstream_offset`` if a contiguous run proves it, else ``None``.
+
+        ``None`` as well before :meth:`finish_initial_read`, like every translation.
+        """
+        if not self._read_to_end:
+            return None
+        runs = self._runs.get((topic, partition))
+        return None if runs is None else runs.translate(upstream_offset)
+
+    def translate_mm2(self, topic: str, partition: int, upstream_offset: int) -> int | None:
+        """MM2's translation alone, from the 64 slots.
 
         Returns ``None`` before :meth:`finish_initial_read` or when no sync is known for the
         partition; ``-1`` when ``upstream_offset`` is behind every retained sync (the caller

@@ -1,4 +1,9 @@
-"""OffsetSyncStore: MM2's 64-slot sync history and offset translation (reference mm2.md §4.3)."""
+"""OffsetSyncStore: MM2's 64-slot sync history and offset translation (reference mm2.md §4.3).
+
+These are MM2 conformance tests (Kafka's OffsetSyncStoreTest vectors), so they check MM2's rule,
+``translate_mm2``. ``translate_downstream`` answers exactly where contiguous runs prove it
+(tests/unit/test_offset_sync_runs.py); the last tests here check how the two combine.
+"""
 
 from __future__ import annotations
 
@@ -27,8 +32,8 @@ def ready_store(initialization_must_read_to_end: bool = True) -> OffsetSyncStore
 
 
 def translate(store: OffsetSyncStore, upstream: int, topic: str = TOPIC, partition: int = 0):
-    """Shorthand for ``store.translate_downstream``."""
-    return store.translate_downstream(topic, partition, upstream)
+    """Shorthand for ``store.translate_mm2`` (MM2's rule, without the exact runs)."""
+    return store.translate_mm2(topic, partition, upstream)
 
 
 def distinct(slots: list[OffsetSync]) -> list[OffsetSync]:
@@ -334,3 +339,37 @@ def test_random_gaps_never_skip(seed):
             assert d == known[u]
         assert d >= previous  # monotonic (downstream offsets here never go backwards)
         previous = d
+
+
+# --- exact runs on top of MM2's rule ----------------------------------------------------------
+
+@pytest.mark.parametrize("must_read_to_end", [True, False])
+def test_exact_runs_survive_the_initial_read(must_read_to_end):
+    """Syncs u == d every 10 offsets are adjacent and contiguous: every offset translates exactly,
+    even those MM2 forgets after a start-up read (-1) or rounds down (+1 rule)."""
+    store = OffsetSyncStore(initialization_must_read_to_end=must_read_to_end)
+    for offset in range(0, 101, 10):
+        sync(store, offset, offset + 1000)
+    assert store.translate_downstream(TOPIC, 0, 50) is None  # still nothing before the read ends
+    store.finish_initial_read()
+    for u in range(0, 101):
+        assert store.translate_downstream(TOPIC, 0, u) == u + 1000
+        assert store.translate_exact(TOPIC, 0, u) == u + 1000
+    assert translate(store, 50) == (-1 if must_read_to_end else 1001)  # MM2's own answer is unchanged
+    # past the newest sync nothing is proven: MM2's rule
+    assert store.translate_exact(TOPIC, 0, 101) is None
+    assert store.translate_downstream(TOPIC, 0, 101) == 1101
+    assert store.translate_downstream(TOPIC, 0, 500) == 1101
+
+
+def test_without_runs_translation_is_mm2s():
+    store = ready_store()
+    for u, d in [(100, 200), (150, 230), (160, 260), (200, 330)]:  # no two steps alike: nothing proven
+        sync(store, u, d)
+    for u in range(90, 260):
+        assert store.translate_downstream(TOPIC, 0, u) == translate(store, u)
+    disabled = OffsetSyncStore(max_runs=0)
+    disabled.finish_initial_read()
+    for offset in range(0, 101, 10):
+        sync(disabled, offset, offset)
+    assert disabled.translate_downstream(TOPIC, 0, 55) == translate(disabled, 55) < 55  # MM2 rounds down
