@@ -11,18 +11,26 @@ Beyond MM2: MM2 coalesces pending syncs per partition as soon as 10 sends are in
 burst (a backlog replicated in seconds) keeps only the newest sync of most partitions, and
 consumers lagging behind it get no translation. Here due syncs queue in order and are only
 coalesced past MAX_QUEUED, so bursts keep their translation points.
+
+Beyond MM2 too: each sync record carries two headers, this writer's random id and the sync's
+number among those queued for its partition (:func:`~connectors.mirror_client.offset_sync_runs.
+chain_headers`). MM2's readers ignore them; mirrorline's checkpoint task joins two syncs into an
+exact-translation run only when their numbers follow each other, so a sync lost to a crash, a
+failed send or coalescing can never make a run claim records it does not cover.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections import deque
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaProducer
 
 from connectors.mirror_client.formats import OffsetSync
+from connectors.mirror_client.offset_sync_runs import chain_headers
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +53,10 @@ class OffsetSyncWriter:
         self._topic = topic
         self._max_lag = max_lag
         self._state: dict[tuple[str, int], _PartitionState] = {}
-        self._pending: deque[OffsetSync] = deque()
+        # (sync, its number among the syncs queued for its partition): the chain headers
+        self._pending: deque[tuple[OffsetSync, int]] = deque()
+        self._writer_id = uuid.uuid4().bytes
+        self._queued: dict[tuple[str, int], int] = {}
         self._delayed: dict[tuple[str, int], OffsetSync] = {}
         self._outstanding = 0
         # commit_record (acks) and commit (flushes) run on different coroutines; without this lock a
@@ -103,10 +114,14 @@ class OffsetSyncWriter:
         state.previous_upstream, state.previous_downstream = upstream_offsets[-1], last_downstream
 
     def _queue(self, sync: OffsetSync) -> None:
-        self._pending.append(sync)
+        # numbered when queued, so a sync dropped below leaves a hole readers see (offset_sync_runs)
+        key = (sync.topic, sync.partition)
+        number = self._queued.get(key, -1) + 1
+        self._queued[key] = number
+        self._pending.append((sync, number))
         if len(self._pending) > MAX_QUEUED:  # keep only the newest pending sync of each partition
-            newest = {(s.topic, s.partition): s for s in self._pending}
-            self._pending = deque(s for s in self._pending if newest[(s.topic, s.partition)] is s)
+            newest = {(s.topic, s.partition): s for s, _ in self._pending}
+            self._pending = deque(e for e in self._pending if newest[(e[0].topic, e[0].partition)] is e[0])
 
     async def fire_pending(self) -> None:
         """Send pending syncs while fewer than MAX_OUTSTANDING are in flight, in the order they were queued."""
@@ -115,11 +130,11 @@ class OffsetSyncWriter:
 
     async def _fire_pending_locked(self) -> None:
         while self._pending and self._outstanding < MAX_OUTSTANDING:
-            sync = self._pending.popleft()
+            sync, number = self._pending.popleft()
             self._outstanding += 1
             try:
                 future = await self._producer.send(self._topic, key=sync.encode_key(), value=sync.encode_value(),
-                                                   partition=0)
+                                                   partition=0, headers=chain_headers(self._writer_id, number))
             except Exception as exc:
                 self._outstanding -= 1
                 log.warning("Could not send offset sync for %s-%s: %s", sync.topic, sync.partition, exc)

@@ -15,12 +15,14 @@ class RecordingProducer:
 
     def __init__(self, complete: bool = True):
         self.sent: list[OffsetSync] = []
+        self.headers: list = []
         self.futures: list[asyncio.Future] = []
         self.complete = complete
 
-    async def send(self, topic, key, value, partition):
+    async def send(self, topic, key, value, partition, headers=None):
         assert topic == "mm2-offset-syncs.B.internal" and partition == 0
         self.sent.append(OffsetSync.decode(key, value))
+        self.headers.append(headers)
         future = asyncio.get_running_loop().create_future()
         if self.complete:
             future.set_result(None)
@@ -107,7 +109,7 @@ async def test_queue_is_coalesced_per_partition_only_past_its_bound(monkeypatch)
 
 
 def _writer_state(writer: OffsetSyncWriter) -> tuple:
-    pending = [(s.topic, s.partition, s.upstream_offset, s.downstream_offset) for s in writer._pending]
+    pending = [(s.topic, s.partition, s.upstream_offset, s.downstream_offset, n) for s, n in writer._pending]
     delayed = {k: (s.upstream_offset, s.downstream_offset) for k, s in writer._delayed.items()}
     states = {k: (v.previous_upstream, v.previous_downstream, v.last_sync_downstream) for k, v in writer._state.items()}
     return pending, delayed, states
