@@ -304,49 +304,41 @@ class WorkerSourceTask(TaskRunner):
 
         ``original`` is the record as ``poll`` returned it when transforms changed it: its source
         position is tracked, and it is what ``commit_record`` receives, as in Connect."""
-        assert self._producer is not None
-        backoff = RETRY_BACKOFF_S
-        while True:
-            try:
-                future = await self._producer.send(record.topic, value=record.value, key=record.key,
-                                                   partition=record.partition, timestamp_ms=record.timestamp,
-                                                   headers=list(record.headers) or None)
-                break
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                if not is_retriable(exc):
-                    raise self._write_error(record, exc) from exc
-                log.warning("Task %s: writing to %s partition %s is retried in %.0fs: %r", self.id, record.topic,
-                            record.partition, backoff, exc)
-                self._set_retrying(f"writing to {record.topic} is retrying: {exc!r}")
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
+        producer = self._producer
+        assert producer is not None
+        future = await self._retrying_send(record, lambda: producer.send(
+            record.topic, value=record.value, key=record.key, partition=record.partition,
+            timestamp_ms=record.timestamp, headers=list(record.headers) or None))
         source = record if original is None else original
         pending = self._tracker.submit(source.source_partition, source.source_offset)
         future.add_done_callback(lambda f: self._on_ack(f, record, pending, source))
 
     async def _send_batch(self, batch: SourceBatch) -> None:
         """Hand one whole record batch to the producer, retrying retriable refusals in place."""
-        assert self._producer is not None
+        producer = self._producer
+        assert producer is not None
+        future = await self._retrying_send(batch, lambda: producer.send_record_batch(
+            batch.topic, batch.partition, batch.data, batch.record_count))
+        pending = self._tracker.submit(batch.source_partition, batch.source_offset)
+        future.add_done_callback(lambda f: self._on_ack(f, batch, pending, batch))
+
+    async def _retrying_send(self, item: SourceRecord | SourceBatch, send) -> asyncio.Future:
+        """``await send()`` until the producer takes ``item``, backing off on retriable refusals (order is
+        kept: nothing after it is sent meanwhile); a final refusal raises :class:`RecordWriteError`."""
         backoff = RETRY_BACKOFF_S
         while True:
             try:
-                future = await self._producer.send_record_batch(batch.topic, batch.partition, batch.data,
-                                                                batch.record_count)
-                break
+                return await send()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 if not is_retriable(exc):
-                    raise self._write_error(batch, exc) from exc
-                log.warning("Task %s: writing a batch to %s partition %s is retried in %.0fs: %r", self.id,
-                            batch.topic, batch.partition, backoff, exc)
-                self._set_retrying(f"writing to {batch.topic} is retrying: {exc!r}")
+                    raise self._write_error(item, exc) from exc
+                log.warning("Task %s: writing to %s partition %s is retried in %.0fs: %r", self.id, item.topic,
+                            item.partition, backoff, exc)
+                self._set_retrying(f"writing to {item.topic} is retrying: {exc!r}")
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
-        pending = self._tracker.submit(batch.source_partition, batch.source_offset)
-        future.add_done_callback(lambda f: self._on_ack(f, batch, pending, batch))
 
     def _write_error(self, record: SourceRecord | SourceBatch, exc: BaseException,
                      partition: int | None = None) -> RecordWriteError:

@@ -231,3 +231,14 @@ def overlaps(events: list[StatusEvent], killed: dict[str, int] | None = None) ->
 def now_ms() -> int:
     """Wall-clock milliseconds (the clock Kafka record timestamps use)."""
     return int(time.time() * 1000)
+
+
+async def task_owners(bootstrap: str, status_topic: str, connector: str) -> dict[str, str]:
+    """task -> worker id of its latest RUNNING status (not since UNASSIGNED), from a status topic."""
+    owners: dict[str, str] = {}
+    for event in await status_history(bootstrap, status_topic, connector):
+        if event.state == "RUNNING":
+            owners[event.task] = event.worker_id
+        elif event.state == "UNASSIGNED" and owners.get(event.task) == event.worker_id:
+            owners.pop(event.task)
+    return owners

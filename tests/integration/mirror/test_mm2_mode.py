@@ -16,7 +16,7 @@ from connectors.mirror_client.formats import Heartbeat
 from framework.clients.runtime_clients import KAFKA_CLIENTS
 from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
 from framework.testing.mm2 import isolated_state, start_mm2, stop_mm2
-from framework.testing.distributed import overlaps, status_history
+from framework.testing.distributed import overlaps, status_history, task_owners
 from framework.testing.kafka import (
     KEEP_OLD_RECORDS,
     create_topic,
@@ -150,17 +150,6 @@ async def test_sigkill_mid_stream_loses_nothing(cluster_a, cluster_b, unique_nam
 
 
 
-async def _task_owners(bootstrap: str, status_topic: str, connector: str) -> dict[str, str]:
-    """task -> worker id of its latest RUNNING status, from the flow's status topic."""
-    owners: dict[str, str] = {}
-    for event in await status_history(bootstrap, status_topic, connector):
-        if event.state == "RUNNING":
-            owners[event.task] = event.worker_id
-        elif event.state == "UNASSIGNED" and owners.get(event.task) == event.worker_id:
-            owners.pop(event.task)
-    return owners
-
-
 async def test_two_mm2_nodes_share_a_flow_and_take_over(cluster_a, cluster_b, unique_name, tmp_path):
     """Two `mirrorline mm2` processes with one file share the flow's tasks; stopping one moves them all."""
     prefix = unique_name("nodes")
@@ -184,7 +173,7 @@ async def test_two_mm2_nodes_share_a_flow_and_take_over(cluster_a, cluster_b, un
     try:
         deadline = asyncio.get_running_loop().time() + 90
         while True:
-            owners = await _task_owners(cluster_b.bootstrap_servers, status_topic, "MirrorSourceConnector")
+            owners = await task_owners(cluster_b.bootstrap_servers, status_topic, "MirrorSourceConnector")
             if len(owners) == 4 and len(set(owners.values())) == 2:
                 break
             assert asyncio.get_running_loop().time() < deadline, f"tasks never spread over both nodes: {owners}"
@@ -196,7 +185,7 @@ async def test_two_mm2_nodes_share_a_flow_and_take_over(cluster_a, cluster_b, un
         assert len(stopped) == 1, owners
         deadline = asyncio.get_running_loop().time() + 60
         while True:
-            owners = await _task_owners(cluster_b.bootstrap_servers, status_topic, "MirrorSourceConnector")
+            owners = await task_owners(cluster_b.bootstrap_servers, status_topic, "MirrorSourceConnector")
             if len(owners) == 4 and {w.rsplit(":", 1)[1] for w in owners.values()} == {str(second.pid)}:
                 break
             assert asyncio.get_running_loop().time() < deadline, f"tasks did not move to the other node: {owners}"

@@ -16,7 +16,7 @@ import pytest
 from aiokafka import TopicPartition
 
 from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
-from framework.testing.distributed import status_history
+from framework.testing.distributed import task_owners
 from framework.testing.kafka import commit_on, create_topic, produce, read_all, record_tuples
 from framework.testing.mm2 import isolated_state, start_mm2, stop_mm2
 
@@ -65,12 +65,7 @@ def alive(pid: int) -> bool:
 
 async def task_pids(bootstrap: str, status_topic: str, connector: str = "MirrorSourceConnector") -> dict[str, int]:
     """Task of ``connector`` -> pid of the process that runs it now (latest RUNNING, not since UNASSIGNED)."""
-    owners: dict[str, str] = {}
-    for event in await status_history(bootstrap, status_topic, connector):
-        if event.state == "RUNNING":
-            owners[event.task] = event.worker_id
-        elif event.state == "UNASSIGNED" and owners.get(event.task) == event.worker_id:
-            owners.pop(event.task)
+    owners = await task_owners(bootstrap, status_topic, connector)
     return {task: int(worker.rsplit(":", 1)[1]) for task, worker in owners.items()}
 
 
