@@ -102,12 +102,16 @@ class BatchCapture:
         fetcher._records = results
 
     def _keep(self, response) -> None:
+        # The fetcher processed the previous response before this one returned: what it did not
+        # attach then (partitions it discarded, e.g. after a seek) is dropped, not held.
         v11 = response.API_VERSION >= 11
+        kept: dict[TopicPartition, tuple[bytes, list]] = {}
         for topic, partitions in response.topics:
             for partition, error_code, _highwater, *rest in partitions:
                 if error_code == 0:
                     aborted = rest[2] if v11 else rest[-2]
-                    self._raw[TopicPartition(topic, partition)] = (rest[-1], aborted)
+                    kept[TopicPartition(topic, partition)] = (rest[-1], aborted)
+        self._raw = kept
 
     def attach(self, tp: TopicPartition, result: FetchResult) -> None:
         """Replace the record iterator of a fresh fetch result with a batch iterator, if its bytes were kept."""
