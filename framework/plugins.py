@@ -1,7 +1,7 @@
 """Plugin discovery: pluggy hooks, fed by entry points in the ``mirrorline`` group.
 
 Built-in and third-party connectors load the same way: each entry point names a module
-(or object) implementing hooks from :mod:`framework.api.hookspecs`. Entry points are loaded
+(or object) implementing hooks from :mod:`mirrorline.api.hookspecs`. Entry points are loaded
 one at a time, so a plugin that fails to import is recorded (with its distribution and the
 reason) and the others still load; pluggy's own ``load_setuptools_entrypoints`` would stop
 at the first failure.
@@ -29,10 +29,10 @@ from dataclasses import dataclass
 
 import pluggy
 
-from framework.api import hookspecs
-from framework.api.connector import Connector
-from framework.api.errors import NotFoundError
-from framework.api.rest_extension import RestExtension
+from mirrorline.api import hookspecs
+from mirrorline.api.connector import Connector
+from mirrorline.api.errors import NotFoundError
+from mirrorline.api.rest_extension import RestExtension
 
 log = logging.getLogger(__name__)
 
@@ -212,7 +212,7 @@ class PluginRegistry:
                     self._rest_extensions.append(extension_class)
 
     def _collect_config_providers(self) -> None:
-        from framework.api.config_provider import ConfigProvider
+        from mirrorline.api.config_provider import ConfigProvider
 
         self._config_providers = []
         for where, dist, classes in self._each_plugin("register_config_providers"):
@@ -231,7 +231,7 @@ class PluginRegistry:
         return list(self._rest_extensions)
 
     def _collect_transforms(self) -> None:
-        from framework.api.transforms import Predicate, Transformation
+        from mirrorline.api.transforms import Predicate, Transformation
 
         self._transforms = NamedClasses("transformation")
         self._predicates = NamedClasses("predicate")
@@ -245,7 +245,7 @@ class PluginRegistry:
                         table.add(plugin_class)
 
     def _collect_converters(self) -> None:
-        from framework.api.converters import Converter, HeaderConverter
+        from mirrorline.api.converters import Converter, HeaderConverter
 
         self._converters = NamedClasses("converter")
         self._header_converters = NamedClasses("header converter")
@@ -271,7 +271,7 @@ class PluginRegistry:
         return self._header_converters
 
     def _collect_jobs(self) -> None:
-        from framework.api.jobs import Job
+        from mirrorline.api.jobs import Job
 
         self._jobs: dict[str, type] = {}
         for where, dist, classes in self._each_plugin("register_jobs"):
@@ -316,7 +316,7 @@ class PluginRegistry:
             self._aliases.setdefault(alias, set()).add(name)
 
     def commands(self) -> list:
-        """CLI commands (``framework.api.launcher.Command``) every plugin contributes."""
+        """CLI commands (``mirrorline.api.launcher.Command``) every plugin contributes."""
         return [command for _, _, commands in self._each_plugin("register_commands") for command in commands]
 
     def connectors(self) -> dict[str, type[Connector]]:

@@ -22,9 +22,11 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
-from framework.localkafka import LocalKafka, LocalKafkaError
-from framework.testing.kafka import create_topic, partitions_of, produce, topics_of
+from mirrorline.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
+from mirrorline.localkafka import LocalKafka, LocalKafkaError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/support: Kafka helpers
+from support.kafka import create_topic, partitions_of, produce, topics_of  # noqa: E402
 
 TOPIC = "demo.orders"
 REMOTE = f"A.{TOPIC}"
@@ -120,7 +122,7 @@ def main() -> int:
     properties.write_text(MM2_PROPERTIES.format(a=a, b=b, SINGLE_BROKER_MM2_PROPERTIES=SINGLE_BROKER_MM2_PROPERTIES))
     print(f"running: mirrorline mm2 {properties}   (log: {STATE / 'mm2.log'})")
     with open(STATE / "mm2.log", "ab") as log:
-        mm2 = subprocess.Popen([sys.executable, "-m", "framework.cli.main", "mm2", str(properties)],
+        mm2 = subprocess.Popen([sys.executable, "-m", "mirrorline.cli.main", "mm2", str(properties)],
                                stdout=log, stderr=log)
     try:
         asyncio.run(live(a, b, mm2, args.seconds))

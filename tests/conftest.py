@@ -3,12 +3,12 @@
 Every test that starts Kafka carries ``@pytest.mark.integration``, so that
 ``pytest -m "not integration"`` runs only the pure unit tests, in seconds. The hooks below
 keep it that way: an unmarked test that asks for a Kafka fixture, or starts a cluster with
-:class:`~framework.localkafka.manager.LocalKafka` itself, fails with a message saying so.
+:class:`~mirrorline.localkafka.manager.LocalKafka` itself, fails with a message saying so.
 """
 
 import pytest
 
-pytest_plugins = ["framework.testing.fixtures"]
+pytest_plugins = ["mirrorline.testing.fixtures"]
 
 #: Fixtures that start the session's real Kafka clusters (directly or through another fixture).
 KAFKA_FIXTURES = {"local_kafka", "kafka_clusters"}
@@ -31,7 +31,7 @@ def pytest_runtest_setup(item):
 def _no_kafka_in_unit_tests(request, monkeypatch):
     """An unmarked test that starts clusters with LocalKafka itself fails the same way."""
     if request.node.get_closest_marker("integration") is None:
-        from framework.localkafka.manager import LocalKafka
+        from mirrorline.localkafka.manager import LocalKafka
 
         def refuse(*_args, **_kwargs):
             pytest.fail(_UNMARKED.format(test=request.node.nodeid, how="LocalKafka.start"), pytrace=False)

@@ -1,11 +1,11 @@
 """MirrorMaker 2's MirrorCheckpointConnector for mirrorline, registered like any plugin."""
 
-from framework.api import hookimpl
+from mirrorline.api import hookimpl
 
 
 @hookimpl
 def register_connectors():
     """The MirrorCheckpoint connector (also known by MM2's Java class name)."""
-    from connectors.checkpoint.connector import MirrorCheckpointConnector
+    from mirrorline.connectors.checkpoint.connector import MirrorCheckpointConnector
 
     return [MirrorCheckpointConnector]

@@ -12,8 +12,8 @@ import logging
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from connectors.mirror_client.clients import read_to_end
-from connectors.mirror_client.formats import Checkpoint, SchemaError
+from mirrorline.connectors.mirror_client.clients import read_to_end
+from mirrorline.connectors.mirror_client.formats import Checkpoint, SchemaError
 
 log = logging.getLogger(__name__)
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from framework.api import ConfigDef, ConfigKey, Importance, Range, RegexList, Type
+from mirrorline.api import ConfigDef, ConfigKey, Importance, Range, RegexList, Type
 
-from connectors.mirror_client.config import COMMON_CONFIG_DEF
-from connectors.mirror_client.filters import GROUPS_EXCLUDE_DEFAULT, GROUPS_INCLUDE_DEFAULT
+from mirrorline.connectors.mirror_client.config import COMMON_CONFIG_DEF
+from mirrorline.connectors.mirror_client.filters import GROUPS_EXCLUDE_DEFAULT, GROUPS_INCLUDE_DEFAULT
 
 GROUP = "MirrorCheckpoint"
 

@@ -15,13 +15,13 @@ from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from framework.api import BadRequestError, Config, ConfigError, ConfigValue, SourceConnector
+from mirrorline.api import BadRequestError, Config, ConfigError, ConfigValue, SourceConnector
 
-from connectors.checkpoint.config import CHECKPOINT_CONFIG_DEF, TASK_ASSIGNED_GROUPS, TASK_INDEX
-from connectors.checkpoint.task import MirrorCheckpointTask
-from connectors.mirror_client.config import ENABLED, SOURCE_CLUSTER_ALIAS, TARGET_CLUSTER_ALIAS, load_replication_policy
-from connectors.mirror_client.filters import GroupFilter, TopicFilter
-from connectors.mirror_client.clients import admin_client, check_distinct_clusters, connect_admin
+from mirrorline.connectors.checkpoint.config import CHECKPOINT_CONFIG_DEF, TASK_ASSIGNED_GROUPS, TASK_INDEX
+from mirrorline.connectors.checkpoint.task import MirrorCheckpointTask
+from mirrorline.connectors.mirror_client.config import ENABLED, SOURCE_CLUSTER_ALIAS, TARGET_CLUSTER_ALIAS, load_replication_policy
+from mirrorline.connectors.mirror_client.filters import GroupFilter, TopicFilter
+from mirrorline.connectors.mirror_client.clients import admin_client, check_distinct_clusters, connect_admin
 
 log = logging.getLogger(__name__)
 

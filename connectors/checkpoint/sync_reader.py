@@ -9,10 +9,10 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from connectors.mirror_client.clients import read_to_end
-from connectors.mirror_client.formats import OffsetSync, SchemaError
-from connectors.mirror_client.offset_sync_runs import chain_of
-from connectors.mirror_client.offset_sync_store import OffsetSyncStore
+from mirrorline.connectors.mirror_client.clients import read_to_end
+from mirrorline.connectors.mirror_client.formats import OffsetSync, SchemaError
+from mirrorline.connectors.mirror_client.offset_sync_runs import chain_of
+from mirrorline.connectors.mirror_client.offset_sync_store import OffsetSyncStore
 
 log = logging.getLogger(__name__)
 

@@ -17,23 +17,23 @@ import time
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from framework.api import RecordMetadata, SourceRecord, SourceTask
+from mirrorline.api import RecordMetadata, SourceRecord, SourceTask
 
-from connectors.checkpoint import metrics
-from connectors.checkpoint.checkpoint_store import CheckpointStore
-from connectors.checkpoint.config import CHECKPOINT_CONFIG_DEF, TASK_ASSIGNED_GROUPS
-from connectors.checkpoint.sync_reader import OffsetSyncReader
-from connectors.mirror_client.clients import admin_client, connect_admin, consumer_kwargs
-from connectors.mirror_client.config import (
+from mirrorline.connectors.checkpoint import metrics
+from mirrorline.connectors.checkpoint.checkpoint_store import CheckpointStore
+from mirrorline.connectors.checkpoint.config import CHECKPOINT_CONFIG_DEF, TASK_ASSIGNED_GROUPS
+from mirrorline.connectors.checkpoint.sync_reader import OffsetSyncReader
+from mirrorline.connectors.mirror_client.clients import admin_client, connect_admin, consumer_kwargs
+from mirrorline.connectors.mirror_client.config import (
     CONSUMER_POLL_TIMEOUT_MS,
     OFFSET_SYNCS_TOPIC_LOCATION,
     SOURCE_CLUSTER_ALIAS,
     TARGET_CLUSTER_ALIAS,
     load_replication_policy,
 )
-from connectors.mirror_client.filters import TopicFilter
-from connectors.mirror_client.formats import Checkpoint, checkpoint_partition
-from connectors.mirror_client.offset_sync_store import OffsetSyncStore
+from mirrorline.connectors.mirror_client.filters import TopicFilter
+from mirrorline.connectors.mirror_client.formats import Checkpoint, checkpoint_partition
+from mirrorline.connectors.mirror_client.offset_sync_store import OffsetSyncStore
 
 log = logging.getLogger(__name__)
 

@@ -39,12 +39,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from framework.api import ConfigError
-from framework.api.configfile import load_config_file
+from mirrorline.api import ConfigError
+from mirrorline.api.configfile import load_config_file
 
-from connectors.mirror_client.config import REPLICATION_POLICY_CLASS, load_replication_policy
-from connectors.mirror_client.mm2_config import SOURCE_CONNECTOR, MirrorMakerConfig
-from connectors.mirror_client.policies import SEPARATOR_CONFIG, SOURCE_CLUSTER_ALIAS_CONFIG, ReplicationPolicy
+from mirrorline.connectors.mirror_client.config import REPLICATION_POLICY_CLASS, load_replication_policy
+from mirrorline.connectors.mirror_client.mm2_config import SOURCE_CONNECTOR, MirrorMakerConfig
+from mirrorline.connectors.mirror_client.policies import SEPARATOR_CONFIG, SOURCE_CLUSTER_ALIAS_CONFIG, ReplicationPolicy
 
 __all__ = [
     "ENV_SOURCE",

@@ -4,13 +4,13 @@ They are the worked example of the plugin API (``docs/plugin-authoring.md``): sm
 registered through an entry point exactly as a third-party plugin would be.
 """
 
-from framework.api import hookimpl
+from mirrorline.api import hookimpl
 
 
 @hookimpl
 def register_connectors():
     """FileStreamSource and FileStreamSink (also known by Connect's Java class names)."""
-    from connectors.file.sink import FileStreamSinkConnector
-    from connectors.file.source import FileStreamSourceConnector
+    from mirrorline.connectors.file.sink import FileStreamSinkConnector
+    from mirrorline.connectors.file.source import FileStreamSourceConnector
 
     return [FileStreamSourceConnector, FileStreamSinkConnector]

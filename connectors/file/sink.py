@@ -17,7 +17,7 @@ import json
 import os
 from typing import Any
 
-from framework.api import (Config, ConfigDef, ConfigKey, Importance, NonEmptyString, SinkConnector, SinkRecord,
+from mirrorline.api import (Config, ConfigDef, ConfigKey, Importance, NonEmptyString, SinkConnector, SinkRecord,
                            SinkTask, Type)
 
 VERSION = "0.1.0"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from framework.api import (Config, ConfigDef, ConfigKey, Importance, NonEmptyString, Range, SourceConnector,
+from mirrorline.api import (Config, ConfigDef, ConfigKey, Importance, NonEmptyString, Range, SourceConnector,
                            SourceRecord, SourceTask, Type)
 
 VERSION = "0.1.0"

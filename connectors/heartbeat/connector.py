@@ -15,17 +15,17 @@ import time
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from framework.api import (BadRequestError, Config, ConfigDef, ConfigError, ConfigKey, Importance, Range,
+from mirrorline.api import (BadRequestError, Config, ConfigDef, ConfigError, ConfigKey, Importance, Range,
                            SourceConnector, SourceRecord, SourceTask, Type)
 
-from connectors.mirror_client.clients import admin_client, check_distinct_clusters, connect_admin
-from connectors.mirror_client.config import (
+from mirrorline.connectors.mirror_client.clients import admin_client, check_distinct_clusters, connect_admin
+from mirrorline.connectors.mirror_client.config import (
     COMMON_CONFIG_DEF,
     SOURCE_CLUSTER_ALIAS,
     TARGET_CLUSTER_ALIAS,
     load_replication_policy,
 )
-from connectors.mirror_client.formats import Heartbeat, heartbeat_partition
+from mirrorline.connectors.mirror_client.formats import Heartbeat, heartbeat_partition
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.structs import OffsetAndMetadata
 
-from framework.api import KafkaClients
+from mirrorline.api import KafkaClients
 
 from .clients import assign_at, read_to_end
 from .config import load_replication_policy
@@ -34,7 +34,7 @@ class MirrorClient:
     """Reads mirror metadata (heartbeats, checkpoints, remote topics) from one cluster.
 
     ``clients`` makes the Kafka clients: a context's or launcher's ``clients``, or, in an
-    application, ``framework.clients.runtime_clients.KAFKA_CLIENTS``.
+    application, ``mirrorline.clients.runtime_clients.KAFKA_CLIENTS``.
     """
 
     def __init__(self, config: Mapping[str, Any], clients: KafkaClients):

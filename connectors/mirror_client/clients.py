@@ -11,7 +11,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from framework.api import ConfigError, KafkaClients
+from mirrorline.api import ConfigError, KafkaClients
 
 from .config import (ALLOW_SAME_CLUSTER_FLOW, COMMON_CONFIG_DEF, SOURCE_CLUSTER_ALIAS, TARGET_CLUSTER_ALIAS,
                      client_props)
@@ -19,7 +19,7 @@ from .config import (ALLOW_SAME_CLUSTER_FLOW, COMMON_CONFIG_DEF, SOURCE_CLUSTER_
 
 def admin_client(clients: KafkaClients, originals: dict[str, Any], side: str, client_id: str) -> AIOKafkaAdminClient:
     """An admin client for the source or target cluster from the connector's settings (``clients``:
-    the context's :class:`~framework.api.clients.KafkaClients`)."""
+    the context's :class:`~mirrorline.api.clients.KafkaClients`)."""
     kwargs, _ = clients.client_kwargs({"client.id": client_id, **client_props(originals, side, "admin")}, "admin")
     return AIOKafkaAdminClient(**kwargs)
 

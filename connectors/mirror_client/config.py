@@ -12,9 +12,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from framework.api import (ConfigDef, ConfigKey, ConfigError, Importance, NonEmptyString, OneOf, Range, RegexList, Type,
+from mirrorline.api import (ConfigDef, ConfigKey, ConfigError, Importance, NonEmptyString, OneOf, Range, RegexList, Type,
                            Validator)
-from framework.api.hookspecs import registered_replication_policies
+from mirrorline.api.hookspecs import registered_replication_policies
 
 from .filters import TOPICS_EXCLUDE_DEFAULT, TOPICS_INCLUDE_DEFAULT
 from .policies import (

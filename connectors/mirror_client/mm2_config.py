@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from framework.api import ConfigError, split_list
+from mirrorline.api import ConfigError, split_list
 
 CLUSTERS = "clusters"
 EMIT_HEARTBEATS_ENABLED = "emit.heartbeats.enabled"
@@ -92,7 +92,7 @@ def mm2_connector_key_names() -> frozenset[str]:
     connector keys, Connect's connector keys). ``errors.*``, ``transforms.*`` and ``predicates.*``
     are matched by prefix (:data:`CONNECTOR_KEY_PREFIXES`).
     """
-    from connectors.source_mirror.config import SOURCE_CONFIG_DEF  # lazy: avoid import cycles
+    from mirrorline.connectors.source_mirror.config import SOURCE_CONFIG_DEF  # lazy: avoid import cycles
 
     return frozenset(SOURCE_CONFIG_DEF.keys) | EXTRA_MM2_CONNECTOR_KEYS
 
@@ -105,9 +105,9 @@ def check_connector_configs(flows: Iterable[Flow]) -> None:
     Values holding a ``${provider:...}`` placeholder are left to the worker, which resolves them.
     Each problem is named once, with the first flow it was found in.
     """
-    from connectors.checkpoint.config import CHECKPOINT_CONFIG_DEF  # lazy: avoid import cycles
-    from connectors.heartbeat.connector import HEARTBEAT_CONFIG_DEF
-    from connectors.source_mirror.config import SOURCE_CONFIG_DEF
+    from mirrorline.connectors.checkpoint.config import CHECKPOINT_CONFIG_DEF  # lazy: avoid import cycles
+    from mirrorline.connectors.heartbeat.connector import HEARTBEAT_CONFIG_DEF
+    from mirrorline.connectors.source_mirror.config import SOURCE_CONFIG_DEF
 
     config_defs = {SOURCE_CONNECTOR: SOURCE_CONFIG_DEF, CHECKPOINT_CONNECTOR: CHECKPOINT_CONFIG_DEF,
                    HEARTBEAT_CONNECTOR: HEARTBEAT_CONFIG_DEF}
@@ -163,7 +163,7 @@ class Flow:
 class MirrorMakerConfig:
     """The settings of an ``mm2.properties`` file, interpreted as MM2's ``MirrorMakerConfig``.
 
-    ``props`` are the raw (string) settings. Raises :class:`framework.api.ConfigError` when
+    ``props`` are the raw (string) settings. Raises :class:`mirrorline.api.ConfigError` when
     ``clusters`` is missing or empty, or when a listed cluster has no bootstrap servers
     (``<alias>.bootstrap.servers``, or a top-level ``bootstrap.servers``).
     """

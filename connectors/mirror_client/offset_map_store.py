@@ -13,7 +13,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import for_code
 
-from framework.api import ConnectError
+from mirrorline.api import ConnectError
 
 from .clients import read_to_end
 from .offset_map import MapReader, PartitionMap, encode, header_key, offset_map_topic, stale_chunk_keys

@@ -53,7 +53,7 @@ Translating an upstream consumer offset ``u`` with MM2's rule
 Exact translation (beyond MM2)
 ------------------------------
 Next to the slots the store keeps, per partition, the *contiguous runs* of
-:mod:`connectors.mirror_client.offset_sync_runs`: stretches where adjacent syncs prove upstream
+:mod:`mirrorline.connectors.mirror_client.offset_sync_runs`: stretches where adjacent syncs prove upstream
 offsets map one to one downstream. :meth:`OffsetSyncStore.translate_downstream` answers from a run
 when one covers ``u`` (exact: no re-read at fail-over) and with MM2's rule above otherwise;
 :meth:`OffsetSyncStore.translate_mm2` is MM2's rule alone. Runs are built from every sync read,

@@ -12,7 +12,7 @@ default ``topics.exclude``, so no flow mirrors it):
   a null value (tombstone) means "back to the connector's configured ``topics``".
 
 The includes replace the connector's ``topics`` list; ``topics.exclude`` still applies. They use
-the dialect of :mod:`connectors.mirror_client.filters` (full match, Python's ``re`` with
+the dialect of :mod:`mirrorline.connectors.mirror_client.filters` (full match, Python's ``re`` with
 ``re.ASCII``): :func:`check_includes` validates them as ``topics`` is validated. An empty list,
 or ``[""]`` (IBM's way to say it), selects no topic.
 
@@ -34,8 +34,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAuthorizationFailedError, for_code
 
-from framework.api import ConnectError, KafkaClients
-from framework.api.rest_extension import json_type
+from mirrorline.api import ConnectError, KafkaClients
+from mirrorline.api.rest_extension import json_type
 
 from .clients import admin_client, connect_admin, consumer_kwargs, read_to_end
 from .config import client_props

@@ -1,7 +1,7 @@
 """``mirrorline backfill MM2_PROPERTIES --flow A->B``: copy a flow's history with Spark, then stream.
 
 Reads the mm2.properties as ``mirrorline mm2`` does, and runs the ``backfill`` job
-(:class:`~connectors.mm2.backfill_job.BackfillJob`) with the flow's MirrorSource settings, the
+(:class:`~mirrorline.connectors.mm2.backfill_job.BackfillJob`) with the flow's MirrorSource settings, the
 flow worker's offset-store settings and the Spark settings: top-level ``spark.*`` keys of the
 file, then ``--spark-master`` and ``--spark-conf KEY=VALUE``. Start ``mirrorline mm2`` on the
 same file afterwards: it continues from exactly the record after each copied range.
@@ -13,12 +13,12 @@ from __future__ import annotations
 import argparse
 import json
 
-from framework.api import Command, ConfigError, WorkerLauncher
-from framework.api.configfile import load_config_file
+from mirrorline.api import Command, ConfigError, WorkerLauncher
+from mirrorline.api.configfile import load_config_file
 
-from connectors.mirror_client.clients import quiet_client_logs
-from connectors.mirror_client.config import client_props
-from connectors.mirror_client.mm2_config import SOURCE_CONNECTOR, MirrorMakerConfig
+from mirrorline.connectors.mirror_client.clients import quiet_client_logs
+from mirrorline.connectors.mirror_client.config import client_props
+from mirrorline.connectors.mirror_client.mm2_config import SOURCE_CONNECTOR, MirrorMakerConfig
 
 from .backfill_job import ALLOW_GAPS, FROM, TO, TOPICS, WORKER_PREFIX
 from .backfill_plan import parse_position

@@ -4,13 +4,13 @@ Steps (the driver; Spark does step 4):
 
 1. The flow's topics, as MirrorSource selects them (filter, replication policy, cycles,
    internal topics), narrowed by ``backfill.topics``; log bounds of every partition.
-2. The plan (:mod:`connectors.mm2.backfill_plan`): ranges, refusals, resumption. It is stored
+2. The plan (:mod:`mirrorline.connectors.mm2.backfill_plan`): ranges, refusals, resumption. It is stored
    per partition in the flow's offset store (under ``mirrorline-backfill``) before any record
    is written, with the target offset where the copy starts (``base``).
 3. Remote topics created as MirrorSource creates them (partitions, filtered configs,
    ``replication.factor``), and the offset-syncs topic.
 4. Spark reads the ranges (one Spark task per partition, no shuffle) and writes them with
-   :func:`~framework.spark.writer.write_ranges`: partition, key, value, headers and timestamp
+   :func:`~mirrorline.spark.writer.write_ranges`: partition, key, value, headers and timestamp
    kept, in order; a retried task or a rerun skips what the target already holds.
 5. The hand-off: offset syncs for the copied ranges (MM2's bytes, MM2's emission rule:
    first record, every ``offset.lag.max``, gaps, last), then MirrorSource's source offset
@@ -32,17 +32,17 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import NewTopic
 
-from framework.api import ConfigDef, ConfigKey, ConnectError, Importance, Job, JobContext, PartitionTarget, Type
+from mirrorline.api import ConfigDef, ConfigKey, ConnectError, Importance, Job, JobContext, PartitionTarget, Type
 
-from connectors.mirror_client.clients import admin_client, connect_admin, consumer_kwargs
-from connectors.mirror_client.config import (OFFSET_SYNCS_TOPIC_LOCATION, SOURCE_CLUSTER_ALIAS, TARGET_CLUSTER_ALIAS,
+from mirrorline.connectors.mirror_client.clients import admin_client, connect_admin, consumer_kwargs
+from mirrorline.connectors.mirror_client.config import (OFFSET_SYNCS_TOPIC_LOCATION, SOURCE_CLUSTER_ALIAS, TARGET_CLUSTER_ALIAS,
                                              client_props, load_replication_policy)
-from connectors.mirror_client.filters import GroupFilter
-from connectors.mirror_client.formats import Checkpoint, OffsetSync, source_partition
-from connectors.mirror_client.locate import bounds, record_at, same_record
-from connectors.mirror_client.mm2_config import SOURCE_CONNECTOR
-from connectors.source_mirror.config import SOURCE_CONFIG_DEF
-from connectors.source_mirror.topics import (ConfigFilter, TopicSelection, create_remote_topics,
+from mirrorline.connectors.mirror_client.filters import GroupFilter
+from mirrorline.connectors.mirror_client.formats import Checkpoint, OffsetSync, source_partition
+from mirrorline.connectors.mirror_client.locate import bounds, record_at, same_record
+from mirrorline.connectors.mirror_client.mm2_config import SOURCE_CONNECTOR
+from mirrorline.connectors.source_mirror.config import SOURCE_CONFIG_DEF
+from mirrorline.connectors.source_mirror.topics import (ConfigFilter, TopicSelection, create_remote_topics,
                                              offset_syncs_topic_config, source_topics, topic_filter_for,
                                              topic_partitions)
 

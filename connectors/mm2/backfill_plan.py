@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from framework.api import ConfigError, ConnectError
+from mirrorline.api import ConfigError, ConnectError
 
 #: The checkpoint "connector" name under which backfills keep their per-partition plan in the
 #: flow's offset store (beside MirrorSourceConnector's offsets; no connector reads it).

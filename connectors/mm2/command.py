@@ -22,7 +22,7 @@ every flow's worker has joined its group and holds an assignment, 503 naming the
 have not — and ``GET /metrics`` for Kubernetes probes and Prometheus.
 
 A process uses about one core. ``--processes N`` (or ``auto``: one per core) runs the node's
-flows in N processes, which share the tasks as N nodes would (:mod:`connectors.mm2.processes`).
+flows in N processes, which share the tasks as N nodes would (:mod:`mirrorline.connectors.mm2.processes`).
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ import argparse
 import asyncio
 import logging
 
-from framework.api import Command, ConfigError, KafkaClients, WorkerLauncher, WorkerSpec
-from framework.api.configfile import load_config_file
+from mirrorline.api import Command, ConfigError, KafkaClients, WorkerLauncher, WorkerSpec
+from mirrorline.api.configfile import load_config_file
 
-from connectors.mirror_client.clients import (
+from mirrorline.connectors.mirror_client.clients import (
     admin_client,
     cluster_id,
     connect_admin,
@@ -42,15 +42,15 @@ from connectors.mirror_client.clients import (
     refuse_same_cluster,
     same_cluster_flow_allowed,
 )
-from connectors.mirror_client.config import client_props
-from connectors.mirror_client.mm2_config import (
+from mirrorline.connectors.mirror_client.config import client_props
+from mirrorline.connectors.mirror_client.mm2_config import (
     CHECKPOINT_CONNECTOR,
     HEARTBEAT_CONNECTOR,
     SOURCE_CONNECTOR,
     Flow,
     MirrorMakerConfig,
 )
-from connectors.mm2.processes import (
+from mirrorline.connectors.mm2.processes import (
     ChildProcesses,
     child_argv,
     die_with_parent,

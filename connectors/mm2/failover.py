@@ -3,13 +3,13 @@
 Both read the group's checkpoints on the target (``<source>.checkpoints.internal``), so they
 work when the source cluster is gone. With ``--source-bootstrap`` they also count exactly
 how many records the group would read again after switching (see
-:func:`connectors.mirror_client.client.reread_count`). With ``--exact`` they place the group at
+:func:`mirrorline.connectors.mirror_client.client.reread_count`). With ``--exact`` they place the group at
 the copy of its next record, from the offset map ``mirrorline reconcile`` stored on the target
-(:mod:`connectors.mm2.reconcile_exact`): 0 re-reads, and the source may be gone.
+(:mod:`mirrorline.connectors.mm2.reconcile_exact`): 0 re-reads, and the source may be gone.
 
 ``failover --group`` commits the translated offsets to the same group on the target
 (``failover MM2_PROPERTIES --flow A->B`` and ``failback`` move whole flows: see
-:mod:`connectors.mm2.flow_failover`). It refuses while
+:mod:`mirrorline.connectors.mm2.flow_failover`). It refuses while
 the group has active members there (the broker would refuse too) and never moves a partition
 backwards unless ``--allow-backwards``; ``--dry-run`` shows the change without making it.
 """
@@ -25,14 +25,14 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError, NodeNotReadyError
 
-from framework.api import Command, ConnectError, KafkaClients, WorkerLauncher
-from framework.api.configfile import load_config_file
+from mirrorline.api import Command, ConnectError, KafkaClients, WorkerLauncher
+from mirrorline.api.configfile import load_config_file
 
-from connectors.mirror_client.client import MirrorClient, reread_count
-from connectors.mirror_client.clients import quiet_client_logs
-from connectors.mirror_client.formats import Checkpoint
-from connectors.mm2.flow_failover import add_flow_arguments, run_failback, run_failover
-from connectors.mm2.reconcile_exact import exact_or_fail, load_maps
+from mirrorline.connectors.mirror_client.client import MirrorClient, reread_count
+from mirrorline.connectors.mirror_client.clients import quiet_client_logs
+from mirrorline.connectors.mirror_client.formats import Checkpoint
+from mirrorline.connectors.mm2.flow_failover import add_flow_arguments, run_failback, run_failover
+from mirrorline.connectors.mm2.reconcile_exact import exact_or_fail, load_maps
 
 
 @dataclass
@@ -165,7 +165,7 @@ class FailoverCommand(Command):
     """``mirrorline failover``: move consumer groups to the target cluster.
 
     ``mirrorline failover MM2_PROPERTIES --flow A->B`` moves every selected group of a flow
-    (:mod:`connectors.mm2.flow_failover`); ``mirrorline failover --group G --source A
+    (:mod:`mirrorline.connectors.mm2.flow_failover`); ``mirrorline failover --group G --source A
     --target-bootstrap ...`` moves one group without an mm2.properties.
     """
 

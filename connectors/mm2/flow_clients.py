@@ -14,12 +14,12 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
 
-from framework.api import ConfigError, ConnectError, KafkaClients
+from mirrorline.api import ConfigError, ConnectError, KafkaClients
 
-from connectors.mirror_client.clients import admin_client, connect_admin, consumer_kwargs
-from connectors.mirror_client.config import client_props, load_replication_policy
-from connectors.mirror_client.mm2_config import SOURCE_CONNECTOR, MirrorMakerConfig
-from connectors.mirror_client.policies import ReplicationPolicy
+from mirrorline.connectors.mirror_client.clients import admin_client, connect_admin, consumer_kwargs
+from mirrorline.connectors.mirror_client.config import client_props, load_replication_policy
+from mirrorline.connectors.mirror_client.mm2_config import SOURCE_CONNECTOR, MirrorMakerConfig
+from mirrorline.connectors.mirror_client.policies import ReplicationPolicy
 
 #: Seconds a cluster gets to answer before it is taken as unreachable.
 CONNECT_TIMEOUT_S = 20.0

@@ -1,7 +1,7 @@
 """What a whole-flow failover or failback would do: recovery point, group moves, and the steps.
 
 A plan is computed (read-only) before anything changes, printed, and then carried out step by
-step by :mod:`connectors.mm2.flow_failover`. Every step is idempotent: a group already at its
+step by :mod:`mirrorline.connectors.mm2.flow_failover`. Every step is idempotent: a group already at its
 planned position is reported "unchanged", a connector already stopped stays stopped.
 """
 
@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 
 from aiokafka import TopicPartition
 
-from framework.api import ConfigError
+from mirrorline.api import ConfigError
 
-from connectors.mirror_client.filters import TopicFilter
-from connectors.mirror_client.formats import Checkpoint, SchemaError
-from connectors.mirror_client.locate import translate_position
-from connectors.mirror_client.policies import ReplicationPolicy, is_cycle
-from connectors.mirror_client.rpo import TopicRpo, topic_rpo
+from mirrorline.connectors.mirror_client.filters import TopicFilter
+from mirrorline.connectors.mirror_client.formats import Checkpoint, SchemaError
+from mirrorline.connectors.mirror_client.locate import translate_position
+from mirrorline.connectors.mirror_client.policies import ReplicationPolicy, is_cycle
+from mirrorline.connectors.mirror_client.rpo import TopicRpo, topic_rpo
 
 from .flow_clients import Side
 
@@ -131,7 +131,7 @@ async def partition_counts(side: Side) -> dict[str, int]:
 
 async def checkpoints_by_group(side: Side, topic: str) -> dict[str, dict[TopicPartition, Checkpoint]]:
     """The last checkpoint of every group and partition in checkpoints topic ``topic`` on ``side``."""
-    from connectors.mirror_client.locate import bounds, scan
+    from mirrorline.connectors.mirror_client.locate import bounds, scan
 
     out: dict[str, dict[TopicPartition, Checkpoint]] = {}
     tp = TopicPartition(topic, 0)

@@ -33,7 +33,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from framework.api import ConfigError, ConnectError
+from mirrorline.api import ConfigError, ConnectError
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def child_argv(properties: str, clusters: list[str] | None, log_level: str | Non
 
     A child serves no ``--listeners`` (the parent answers the probes) and starts no processes.
     """
-    argv = [sys.executable, "-m", "framework.cli.main"]
+    argv = [sys.executable, "-m", "mirrorline.cli.main"]
     if log_level:
         argv += ["--log-level", log_level]
     argv += ["mm2", properties, "--child-of", str(os.getpid())]

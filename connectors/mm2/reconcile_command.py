@@ -1,6 +1,6 @@
 """``mirrorline reconcile MM2_PROPERTIES --flow A->B [--topics REGEX] [--json]``: prove a flow's copy.
 
-Runs :class:`connectors.mm2.reconcile.ReconcileJob` on Spark (embedded ``local[*]`` unless
+Runs :class:`mirrorline.connectors.mm2.reconcile.ReconcileJob` on Spark (embedded ``local[*]`` unless
 ``spark.master`` is set: in the file, ``--spark-master`` or ``--spark-conf``, as for ``backfill``)
 and prints, per partition, the records on each side, the missing, duplicated, unexpected and
 out-of-order ones, and the runs of the offset map it stored on the target. Exit status: 0 when
@@ -14,12 +14,12 @@ import argparse
 import json
 from typing import Any
 
-from framework.api import Command, ConfigError, WorkerLauncher
-from framework.api.configfile import load_config_file
+from mirrorline.api import Command, ConfigError, WorkerLauncher
+from mirrorline.api.configfile import load_config_file
 
-from connectors.mirror_client.clients import quiet_client_logs
-from connectors.mirror_client.config import client_props
-from connectors.mirror_client.mm2_config import SOURCE_CONNECTOR, MirrorMakerConfig
+from mirrorline.connectors.mirror_client.clients import quiet_client_logs
+from mirrorline.connectors.mirror_client.config import client_props
+from mirrorline.connectors.mirror_client.mm2_config import SOURCE_CONNECTOR, MirrorMakerConfig
 
 from .backfill import spark_settings
 from .flow_clients import parse_flow

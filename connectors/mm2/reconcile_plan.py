@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 from aiokafka import TopicPartition
 
-from framework.api import ConfigError, ConnectError
+from mirrorline.api import ConfigError, ConnectError
 
-from connectors.mirror_client.filters import TopicFilter
+from mirrorline.connectors.mirror_client.filters import TopicFilter
 
 from .flow_clients import FlowEnds
 from .flow_plan import mirrored_topics, partition_counts

@@ -4,13 +4,13 @@ Besides the connector, the plugin adds the mirroring topic-selection controls (I
 Streams-style): the ``/admin/mirroring/*`` REST routes and the ``mirrorline mirroring`` command.
 """
 
-from framework.api import hookimpl
+from mirrorline.api import hookimpl
 
 
 @hookimpl
 def register_connectors():
     """The MirrorSource connector (also known by MM2's Java class name)."""
-    from connectors.source_mirror.connector import MirrorSourceConnector
+    from mirrorline.connectors.source_mirror.connector import MirrorSourceConnector
 
     return [MirrorSourceConnector]
 
@@ -18,7 +18,7 @@ def register_connectors():
 @hookimpl
 def register_rest_extensions():
     """``/admin/mirroring/topic-selection`` and ``/admin/mirroring/active-topics`` on every worker."""
-    from connectors.source_mirror.rest_admin import MirroringRestExtension
+    from mirrorline.connectors.source_mirror.rest_admin import MirroringRestExtension
 
     return [MirroringRestExtension]
 
@@ -26,6 +26,6 @@ def register_rest_extensions():
 @hookimpl
 def register_commands():
     """``mirrorline mirroring``: the same controls from the command line."""
-    from connectors.source_mirror.admin_cli import MirroringCommand
+    from mirrorline.connectors.source_mirror.admin_cli import MirroringCommand
 
     return [MirroringCommand()]

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import ClusterAuthorizationFailedError, SecurityDisabled
 
-from framework.api.clients import (
+from mirrorline.api.clients import (
     AclBinding,
     AclFilter,
     AclOperation,
@@ -45,8 +45,8 @@ from framework.api.clients import (
     ResourceType,
 )
 
-from connectors.mirror_client.policies import ReplicationPolicy
-from connectors.source_mirror import metrics
+from mirrorline.connectors.mirror_client.policies import ReplicationPolicy
+from mirrorline.connectors.source_mirror import metrics
 
 log = logging.getLogger(__name__)
 

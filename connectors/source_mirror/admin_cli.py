@@ -26,15 +26,15 @@ from typing import Any
 
 import aiohttp
 
-from framework.api import Command, ConfigError, ConnectError, KafkaClients, WorkerLauncher
-from framework.api.configfile import load_config_file
+from mirrorline.api import Command, ConfigError, ConnectError, KafkaClients, WorkerLauncher
+from mirrorline.api.configfile import load_config_file
 
-from connectors.mirror_client.clients import quiet_client_logs
-from connectors.mirror_client.config import client_props
-from connectors.mirror_client.mm2_config import SOURCE_CONNECTOR, MirrorMakerConfig
-from connectors.source_mirror.config_topic import read_task_configs
-from connectors.source_mirror.rest_admin import ACTIVE_TOPICS_PATH, CONNECTOR_PARAM, TOPIC_SELECTION_PATH
-from connectors.source_mirror.selection_admin import (
+from mirrorline.connectors.mirror_client.clients import quiet_client_logs
+from mirrorline.connectors.mirror_client.config import client_props
+from mirrorline.connectors.mirror_client.mm2_config import SOURCE_CONNECTOR, MirrorMakerConfig
+from mirrorline.connectors.source_mirror.config_topic import read_task_configs
+from mirrorline.connectors.source_mirror.rest_admin import ACTIVE_TOPICS_PATH, CONNECTOR_PARAM, TOPIC_SELECTION_PATH
+from mirrorline.connectors.source_mirror.selection_admin import (
     MirrorTarget,
     active_topics_body,
     parse_selection_request,
@@ -42,7 +42,7 @@ from connectors.source_mirror.selection_admin import (
     selection_body,
     write_selection,
 )
-from connectors.source_mirror.topics import assigned_topics
+from mirrorline.connectors.source_mirror.topics import assigned_topics
 
 #: Environment variable holding the Basic-auth password for ``--user``.
 PASSWORD_ENV = "MIRRORLINE_REST_PASSWORD"

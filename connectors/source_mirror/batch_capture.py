@@ -9,7 +9,7 @@ rather than writing a second fetcher, :func:`capture_batches` attaches to one co
    partition in a Fetch response are kept until the fetcher has processed the response (which
    it does right after the ``await``, before anything else runs on the loop);
 2. it gives the fetcher a result dict that swaps each partition's record iterator for
-   :class:`BatchIterator`, which yields :class:`~connectors.source_mirror.record_batches.
+   :class:`BatchIterator`, which yields :class:`~mirrorline.connectors.source_mirror.record_batches.
    ForwardableBatch` items (control and aborted batches skipped, read_committed as MM2) and moves
    the fetch position exactly as aiokafka's own iterator does.
 
@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.consumer.fetcher import FetchResult
 
-from connectors.source_mirror.record_batches import ForwardableBatch, split_fetched
+from mirrorline.connectors.source_mirror.record_batches import ForwardableBatch, split_fetched
 
 _FETCH_API_KEY = 1
 

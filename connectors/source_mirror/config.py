@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from framework.api import ConfigDef, ConfigKey, Importance, Range, RegexList, Type
+from mirrorline.api import ConfigDef, ConfigKey, Importance, Range, RegexList, Type
 
-from connectors.mirror_client.config import COMMON_CONFIG_DEF
+from mirrorline.connectors.mirror_client.config import COMMON_CONFIG_DEF
 
 GROUP = "MirrorSource"
 

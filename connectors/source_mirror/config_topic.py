@@ -18,9 +18,9 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import for_code
 
-from framework.api import ConnectError, KafkaClients
+from mirrorline.api import ConnectError, KafkaClients
 
-from connectors.mirror_client.clients import admin_client, connect_admin, consumer_kwargs, read_to_end
+from mirrorline.connectors.mirror_client.clients import admin_client, connect_admin, consumer_kwargs, read_to_end
 
 _UNKNOWN_TOPIC = 3
 

@@ -10,7 +10,7 @@ runtime to re-split tasks.
 Topic selection at run time (beyond MM2, as IBM Event Streams' mirroring controls): at start and
 at every refresh the connector reads its stored selection from
 ``mirrorline-topic-selection.internal`` on the target
-(:mod:`connectors.mirror_client.topic_selection`, written by ``POST
+(:mod:`mirrorline.connectors.mirror_client.topic_selection`, written by ``POST
 /admin/mirroring/topic-selection`` or ``mirrorline mirroring topic-selection set``). When one is
 stored, its include patterns replace ``topics`` (``topics.exclude`` still applies), so a change
 reaches the tasks within one ``refresh.topics.interval.seconds``, without a restart.
@@ -26,21 +26,21 @@ import asyncio
 import logging
 from aiokafka.admin import NewTopic
 
-from framework.api import BadRequestError, Config, SourceConnector
+from mirrorline.api import BadRequestError, Config, SourceConnector
 
-from connectors.mirror_client.clients import admin_client, check_distinct_clusters, connect_admin
-from connectors.mirror_client.config import (
+from mirrorline.connectors.mirror_client.clients import admin_client, check_distinct_clusters, connect_admin
+from mirrorline.connectors.mirror_client.config import (
     ENABLED,
     OFFSET_SYNCS_TOPIC_LOCATION,
     SOURCE_CLUSTER_ALIAS,
     TARGET_CLUSTER_ALIAS,
     load_replication_policy,
 )
-from connectors.mirror_client.topic_selection import SelectionAccessDenied, SelectionKey, TopicSelectionStore
-from connectors.source_mirror.acls import TopicAclSync
-from connectors.source_mirror.config import SOURCE_CONFIG_DEF, TASK_ASSIGNED_PARTITIONS, TASK_INDEX
-from connectors.source_mirror.task import MirrorSourceTask
-from connectors.source_mirror.topics import (
+from mirrorline.connectors.mirror_client.topic_selection import SelectionAccessDenied, SelectionKey, TopicSelectionStore
+from mirrorline.connectors.source_mirror.acls import TopicAclSync
+from mirrorline.connectors.source_mirror.config import SOURCE_CONFIG_DEF, TASK_ASSIGNED_PARTITIONS, TASK_INDEX
+from mirrorline.connectors.source_mirror.task import MirrorSourceTask
+from mirrorline.connectors.source_mirror.topics import (
     ConfigFilter,
     TopicSelection,
     create_remote_topics,

@@ -17,7 +17,7 @@ from aiokafka.errors import (
     TopicAuthorizationFailedError,
 )
 
-from framework.api import ConnectError
+from mirrorline.api import ConnectError
 
 
 class SourceReadError(ConnectError):

@@ -13,7 +13,7 @@ consumers lagging behind it get no translation. Here due syncs queue in order an
 coalesced past MAX_QUEUED, so bursts keep their translation points.
 
 Beyond MM2 too: each sync record carries two headers, this writer's random id and the sync's
-number among those queued for its partition (:func:`~connectors.mirror_client.offset_sync_runs.
+number among those queued for its partition (:func:`~mirrorline.connectors.mirror_client.offset_sync_runs.
 chain_headers`). MM2's readers ignore them; mirrorline's checkpoint task joins two syncs into an
 exact-translation run only when their numbers follow each other, so a sync lost to a crash, a
 failed send or coalescing can never make a run claim records it does not cover.
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaProducer
 
-from connectors.mirror_client.formats import OffsetSync
-from connectors.mirror_client.offset_sync_runs import chain_headers
+from mirrorline.connectors.mirror_client.formats import OffsetSync
+from mirrorline.connectors.mirror_client.offset_sync_runs import chain_headers
 
 log = logging.getLogger(__name__)
 

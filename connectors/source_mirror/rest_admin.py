@@ -15,7 +15,7 @@ topic through ``cluster_state``):
 
 ``?connector=NAME`` addresses one MirrorSource connector; without it every MirrorSource
 connector of the cluster is addressed, and with more than one the answer adds
-``"connectors": {name: {...}}`` (see :mod:`connectors.source_mirror.selection_admin`). The
+``"connectors": {name: {...}}`` (see :mod:`mirrorline.connectors.source_mirror.selection_admin`). The
 selection is stored on each connector's target cluster; the connector reads it at every
 topic refresh, so a change takes effect within ``refresh.topics.interval.seconds`` without
 restarting anything.
@@ -25,10 +25,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from framework.api import (BadRequestError, ClusterState, KafkaClients, NotFoundError, RestExtension, RestExtensionContext,
+from mirrorline.api import (BadRequestError, ClusterState, KafkaClients, NotFoundError, RestExtension, RestExtensionContext,
                            RestRequest)
 
-from connectors.source_mirror.selection_admin import (
+from mirrorline.connectors.source_mirror.selection_admin import (
     MirrorTarget,
     active_topics_body,
     is_mirror_source,
@@ -37,7 +37,7 @@ from connectors.source_mirror.selection_admin import (
     selection_body,
     write_selection,
 )
-from connectors.source_mirror.topics import assigned_topics
+from mirrorline.connectors.source_mirror.topics import assigned_topics
 
 TOPIC_SELECTION_PATH = "/admin/mirroring/topic-selection"
 ACTIVE_TOPICS_PATH = "/admin/mirroring/active-topics"

@@ -2,7 +2,7 @@
 
 A :class:`MirrorTarget` is one MirrorSource connector as the controls see it: its name, its
 stored config, and the key of its selection in the store on its target cluster
-(:mod:`connectors.mirror_client.topic_selection`). The functions read and write selections,
+(:mod:`mirrorline.connectors.mirror_client.topic_selection`). The functions read and write selections,
 find the topics a connector's tasks mirror, and build the JSON answers, which follow IBM Event
 Streams' admin API (``{"includes": [...]}``, ``{"active_topics": [...]}``) and add a
 ``"connectors"`` map when more than one connector is addressed.
@@ -15,12 +15,12 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from framework.api import BadRequestError, ConnectError, KafkaClients
+from mirrorline.api import BadRequestError, ConnectError, KafkaClients
 
-from connectors.mirror_client.config import SOURCE_CLUSTER_ALIAS, TARGET_CLUSTER_ALIAS, client_props
-from connectors.mirror_client.filters import TOPICS_INCLUDE_CONFIG
-from connectors.mirror_client.topic_selection import INCLUDES, SelectionKey, TopicSelectionStore, check_includes
-from connectors.source_mirror.config import SOURCE_CONFIG_DEF
+from mirrorline.connectors.mirror_client.config import SOURCE_CLUSTER_ALIAS, TARGET_CLUSTER_ALIAS, client_props
+from mirrorline.connectors.mirror_client.filters import TOPICS_INCLUDE_CONFIG
+from mirrorline.connectors.mirror_client.topic_selection import INCLUDES, SelectionKey, TopicSelectionStore, check_includes
+from mirrorline.connectors.source_mirror.config import SOURCE_CONFIG_DEF
 
 #: The field of ``GET /admin/mirroring/active-topics`` (IBM Event Streams' name).
 ACTIVE_TOPICS = "active_topics"
@@ -38,7 +38,7 @@ class MirroringUnavailableError(ConnectError):
 
 def mirror_source_names() -> frozenset[str]:
     """Every ``connector.class`` value that names the MirrorSource connector."""
-    from connectors.source_mirror.connector import MirrorSourceConnector
+    from mirrorline.connectors.source_mirror.connector import MirrorSourceConnector
 
     cls = MirrorSourceConnector
     return frozenset({f"{cls.__module__}.{cls.__qualname__}", cls.__name__, cls.__name__[: -len("Connector")],

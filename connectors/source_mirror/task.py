@@ -8,7 +8,7 @@ says. After the target acknowledges a record, the offset-sync writer decides whe
 record the upstream->downstream mapping.
 
 Beyond MM2, a position that falls outside its partition's log is never reset silently (see
-:mod:`connectors.source_mirror.positions`): records deleted before they were copied, and a
+:mod:`mirrorline.connectors.source_mirror.positions`): records deleted before they were copied, and a
 source topic deleted and re-created, are logged as warnings, counted in metrics and shown in
 the task's status, and mirroring resumes from the log start. The consumer therefore runs with
 ``auto.offset.reset=none``; the user's setting only decides where partitions without a stored
@@ -25,9 +25,9 @@ import time
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError, OffsetOutOfRangeError, RecordTooLargeError
 
-from framework.api import RecordMetadata, SourceBatch, SourceRecord, SourceTask
+from mirrorline.api import RecordMetadata, SourceBatch, SourceRecord, SourceTask
 
-from connectors.mirror_client.config import (
+from mirrorline.connectors.mirror_client.config import (
     CONSUMER_POLL_TIMEOUT_MS,
     OFFSET_SYNCS_TOPIC_LOCATION,
     SOURCE_CLUSTER_ALIAS,
@@ -35,21 +35,21 @@ from connectors.mirror_client.config import (
     client_props,
     load_replication_policy,
 )
-from connectors.mirror_client.formats import source_partition
-from connectors.source_mirror import metrics
-from connectors.source_mirror.batch_capture import BatchCapture, capture_batches
-from connectors.source_mirror.config import (
+from mirrorline.connectors.mirror_client.formats import source_partition
+from mirrorline.connectors.source_mirror import metrics
+from mirrorline.connectors.source_mirror.batch_capture import BatchCapture, capture_batches
+from mirrorline.connectors.source_mirror.config import (
     BATCH_FORWARDING_COALESCE_BYTES,
     BATCH_FORWARDING_ENABLED,
     SOURCE_CONFIG_DEF,
     TASK_ASSIGNED_PARTITIONS,
     TASK_INDEX,
 )
-from connectors.source_mirror.errors import SourceReadError, read_error_message
-from connectors.source_mirror.offset_syncs import OffsetSyncWriter
-from connectors.source_mirror.positions import PositionCheck, PositionState, check_position
-from connectors.source_mirror.record_batches import ForwardableBatch, coalesce
-from connectors.source_mirror.topics import parse_partition
+from mirrorline.connectors.source_mirror.errors import SourceReadError, read_error_message
+from mirrorline.connectors.source_mirror.offset_syncs import OffsetSyncWriter
+from mirrorline.connectors.source_mirror.positions import PositionCheck, PositionState, check_position
+from mirrorline.connectors.source_mirror.record_batches import ForwardableBatch, coalesce
+from mirrorline.connectors.source_mirror.topics import parse_partition
 
 log = logging.getLogger(__name__)
 

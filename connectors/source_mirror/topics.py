@@ -19,12 +19,12 @@ from typing import Any
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from framework.api import KafkaClients
+from mirrorline.api import KafkaClients
 
-from connectors.mirror_client.filters import TOPICS_INCLUDE_CONFIG, TopicFilter, compile_pattern_list
-from connectors.mirror_client.policies import ReplicationPolicy, is_cycle
-from connectors.source_mirror import metrics
-from connectors.source_mirror.config import TASK_ASSIGNED_PARTITIONS
+from mirrorline.connectors.mirror_client.filters import TOPICS_INCLUDE_CONFIG, TopicFilter, compile_pattern_list
+from mirrorline.connectors.mirror_client.policies import ReplicationPolicy, is_cycle
+from mirrorline.connectors.source_mirror import metrics
+from mirrorline.connectors.source_mirror.config import TASK_ASSIGNED_PARTITIONS
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ This package imports nothing from the runtime; the runtime imports it. Changes h
 changes to the contract with every plugin, so they are deliberate and documented.
 """
 
-from framework.api.config import (
+from mirrorline.api.config import (
     NO_DEFAULT,
     Config,
     ConfigDef,
@@ -20,11 +20,11 @@ from framework.api.config import (
     Validator,
     split_list,
 )
-from framework.api.connector import Connector, SinkConnector, SourceConnector
-from framework.api.converters import Converter, HeaderConverter
-from framework.api.clients import AclBinding, AclFilter, KafkaClients
-from framework.api.context import ConnectorContext, OffsetReader, PluginContext, SourceTaskContext
-from framework.api.errors import (
+from mirrorline.api.connector import Connector, SinkConnector, SourceConnector
+from mirrorline.api.converters import Converter, HeaderConverter
+from mirrorline.api.clients import AclBinding, AclFilter, KafkaClients
+from mirrorline.api.context import ConnectorContext, OffsetReader, PluginContext, SourceTaskContext
+from mirrorline.api.errors import (
     AlreadyExistsError,
     BadRequestError,
     ConfigError,
@@ -36,15 +36,15 @@ from framework.api.errors import (
     RebalanceInProgressError,
     RetriableError,
 )
-from framework.api.hookspecs import hookimpl, hookspec
-from framework.api.jobs import Job, JobContext, PartitionTarget, Progress, SourceOffsets, WriteResult
-from framework.api.launcher import Command, WorkerLauncher, WorkerSpec
-from framework.api.records import ConnectorTaskId, RecordMetadata, SinkRecord, SourceBatch, SourceRecord
-from framework.api.rest_extension import ClusterState, RestExtension, RestExtensionContext, RestHandler, RestRequest
-from framework.api.secrets import HIDDEN, is_secret, redact, scrub
-from framework.api.sink import ErrantRecordReporter, SinkTask, SinkTaskContext, TopicPartition
-from framework.api.task import SourceTask
-from framework.api.transforms import Predicate, Transformation
+from mirrorline.api.hookspecs import hookimpl, hookspec
+from mirrorline.api.jobs import Job, JobContext, PartitionTarget, Progress, SourceOffsets, WriteResult
+from mirrorline.api.launcher import Command, WorkerLauncher, WorkerSpec
+from mirrorline.api.records import ConnectorTaskId, RecordMetadata, SinkRecord, SourceBatch, SourceRecord
+from mirrorline.api.rest_extension import ClusterState, RestExtension, RestExtensionContext, RestHandler, RestRequest
+from mirrorline.api.secrets import HIDDEN, is_secret, redact, scrub
+from mirrorline.api.sink import ErrantRecordReporter, SinkTask, SinkTaskContext, TopicPartition
+from mirrorline.api.task import SourceTask
+from mirrorline.api.transforms import Predicate, Transformation
 
 __all__ = [
     "NO_DEFAULT", "AlreadyExistsError", "BadRequestError", "Command", "WorkerLauncher", "WorkerSpec", "Config", "ConfigDef", "ConfigError", "ConfigKey",

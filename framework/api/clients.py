@@ -2,15 +2,15 @@
 
 Connectors talk to Kafka with aiokafka's clients, but they never build client settings, producers or
 admin requests the runtime already knows how to make: they ask :class:`KafkaClients`, which the
-runtime implements (``framework.clients``) and hands out on every context
-(:attr:`~framework.api.context.PluginContext.clients`) and on the
-:class:`~framework.api.launcher.WorkerLauncher` given to CLI commands. A test may hand a plugin its
-own implementation (``framework.testing.plugin_kit`` does).
+runtime implements (``mirrorline.clients``) and hands out on every context
+(:attr:`~mirrorline.api.context.PluginContext.clients`) and on the
+:class:`~mirrorline.api.launcher.WorkerLauncher` given to CLI commands. A test may hand a plugin its
+own implementation (``mirrorline.testing.plugin_kit`` does).
 
 What lives here is interface and data: the :class:`KafkaClients` methods, and the ACL types
 (:class:`AclBinding`, :class:`AclFilter` and Kafka's numeric codes) that its ACL methods take and
 return. Errors raised are aiokafka's error classes (``aiokafka.errors``) or the ones in
-:mod:`framework.api.errors`.
+:mod:`mirrorline.api.errors`.
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ class KafkaClients(ABC):
 
         ``kwargs`` go straight to ``AIOKafkaProducer`` / ``AIOKafkaConsumer`` /
         ``AIOKafkaAdminClient``; ``ignored`` lists the settings that mean nothing to that role.
-        Raises :class:`~framework.api.errors.ConfigError` with one line naming the setting (never a
+        Raises :class:`~mirrorline.api.errors.ConfigError` with one line naming the setting (never a
         secret) when a security setting is wrong.
         """
 
@@ -143,7 +143,7 @@ class KafkaClients(ABC):
 
         Unlike ``AIOKafkaProducer`` it writes records with neither key nor value, and waits (bounded by
         ``max_block_ms``, Java's ``max.block.ms``) for an explicit partition its metadata does not know
-        yet, then raises the retriable :class:`~framework.api.errors.PartitionNotAvailableError`.
+        yet, then raises the retriable :class:`~mirrorline.api.errors.PartitionNotAvailableError`.
         """
 
     @abstractmethod

@@ -4,7 +4,7 @@ A :class:`ConfigKey` holds a setting's name, type, default, importance, document
 validator and group. A :class:`ConfigDef` is an ordered collection of keys; it
 
 - parses raw string maps (``.properties`` files, REST JSON) into typed values
-  (:meth:`ConfigDef.parse`), raising one :class:`~framework.api.errors.ConfigError` that
+  (:meth:`ConfigDef.parse`), raising one :class:`~mirrorline.api.errors.ConfigError` that
   lists *every* problem;
 - validates without raising (:meth:`ConfigDef.validate`), which is what
   ``PUT /connector-plugins/{plugin}/config/validate`` returns;
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from framework.api.errors import ConfigError
-from framework.api.secrets import HIDDEN, is_secret, redact, scrub
+from mirrorline.api.errors import ConfigError
+from mirrorline.api.secrets import HIDDEN, is_secret, redact, scrub
 
 
 class _NoDefault:

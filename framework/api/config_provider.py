@@ -34,7 +34,7 @@ class ConfigProvider(ABC):
         """The values of ``keys`` at ``path`` (``path`` is "" for ``${provider:key}``).
 
         Keys that do not exist are left out of the answer; the worker reports them. Raise
-        :class:`~framework.api.errors.ConfigError` for a path that cannot be read or is not allowed.
+        :class:`~mirrorline.api.errors.ConfigError` for a path that cannot be read or is not allowed.
         Called off the event loop, so reading files or calling a vault is fine.
         """
 

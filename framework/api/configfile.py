@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from framework.api.errors import ConfigError
+from mirrorline.api.errors import ConfigError
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 

@@ -7,7 +7,7 @@ per connector instance):
 2. ``await start(config)`` with the connector's config parsed by :attr:`Connector.config_def`
    merged with the framework's own connector settings (``name``, ``connector.class``,
    ``tasks.max`` ...). Raising here marks the connector FAILED with the trace; raising
-   :class:`~framework.api.errors.ConfigError` also fails a REST create with 400.
+   :class:`~mirrorline.api.errors.ConfigError` also fails a REST create with 400.
 3. ``await task_configs(max_tasks)``: a list of at most ``max_tasks`` string maps, one per
    task to run. It is called after ``start`` and again whenever the connector calls
    ``context.request_task_reconfiguration()``. Returning ``[]`` runs no tasks.
@@ -24,12 +24,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from framework.api.config import Config, ConfigDef, ConfigValue
+from mirrorline.api.config import Config, ConfigDef, ConfigValue
 
 if TYPE_CHECKING:
-    from framework.api.context import ConnectorContext
-    from framework.api.sink import SinkTask
-    from framework.api.task import SourceTask
+    from mirrorline.api.context import ConnectorContext
+    from mirrorline.api.sink import SinkTask
+    from mirrorline.api.task import SourceTask
 
 
 class Connector(ABC):
@@ -92,7 +92,7 @@ class SourceConnector(Connector):
         """Check offsets a user wants written (``PATCH /connectors/{name}/offsets``) before they are.
 
         Called on a stopped connector with (source partition, offset or None to remove)
-        pairs. Raise :class:`~framework.api.errors.BadRequestError` to refuse with a
+        pairs. Raise :class:`~mirrorline.api.errors.BadRequestError` to refuse with a
         message; return to accept. The default accepts anything.
         """
 
@@ -104,7 +104,7 @@ class SinkConnector(Connector):
     list of topics to consume, or ``topics.regex``, a pattern of them; exactly one must be set.
     The runtime runs one consumer per task in the group ``connect-<connector name>``, so the
     group spreads the partitions over the tasks: ``task_configs`` usually returns ``max_tasks``
-    copies of the connector's settings. See :mod:`framework.api.sink` for the task's lifecycle.
+    copies of the connector's settings. See :mod:`mirrorline.api.sink` for the task's lifecycle.
     """
 
     type: ClassVar[str] = "sink"

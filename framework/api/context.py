@@ -12,8 +12,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 
-from framework.api.clients import KafkaClients
-from framework.api.records import ConnectorTaskId
+from mirrorline.api.clients import KafkaClients
+from mirrorline.api.records import ConnectorTaskId
 
 
 class OffsetReader(ABC):
@@ -37,7 +37,7 @@ class PluginContext(ABC):
     """What every context offers (connector, source task, sink task): Kafka clients and background work."""
 
     #: Builds Kafka clients from client settings and runs the admin requests the runtime knows
-    #: (see :class:`~framework.api.clients.KafkaClients`). Connectors never import the runtime's
+    #: (see :class:`~mirrorline.api.clients.KafkaClients`). Connectors never import the runtime's
     #: client helpers; they ask this.
     clients: KafkaClients
 
@@ -96,7 +96,7 @@ class SourceTaskContext(PluginContext):
     task_id: ConnectorTaskId
     #: Committed source offsets, to resume from on start.
     offsets: OffsetReader
-    #: Whether ``poll`` may return :class:`~framework.api.records.SourceBatch` items: true when the
+    #: Whether ``poll`` may return :class:`~mirrorline.api.records.SourceBatch` items: true when the
     #: connector has no transform and only pass-through (ByteArray) converters, so whole record
     #: batches can be written as they are. Beyond Connect; False for contexts that predate it.
     accepts_batches: bool = False

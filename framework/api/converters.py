@@ -35,7 +35,7 @@ Lifecycle, per task and per role (key, value, header): instantiated with no argu
 ``configure(settings, is_key)`` once with the parsed ``<role>.converter.*`` settings, then
 ``from_data``/``to_data`` per record on the event loop (quick, never blocking), ``close()``
 when the task stops. ``configure`` is also called to validate configs: no I/O there.
-A record the converter cannot handle raises :class:`~framework.api.errors.DataError`; the
+A record the converter cannot handle raises :class:`~mirrorline.api.errors.DataError`; the
 connector's ``errors.tolerance`` then decides whether the task fails or the record is skipped.
 """
 
@@ -44,7 +44,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-from framework.api.config import Config, ConfigDef
+from mirrorline.api.config import Config, ConfigDef
 
 __all__ = ["Converter", "HeaderConverter", "Schema", "infer_schema", "schema_of"]
 

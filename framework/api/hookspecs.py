@@ -9,7 +9,7 @@ Installed distributions make themselves known through an entry point in the
     my_plugin = "my_package.plugin"
 
     # my_package/plugin.py
-    from framework.api import hookimpl
+    from mirrorline.api import hookimpl
 
     @hookimpl
     def register_connectors():
@@ -41,7 +41,7 @@ hookimpl = pluggy.HookimplMarker("mirrorline")
 def register_connectors() -> list[type]:
     """Return the connector classes this plugin provides.
 
-    :return: a list of :class:`~framework.api.connector.Connector` subclasses. Each is known
+    :return: a list of :class:`~mirrorline.api.connector.Connector` subclasses. Each is known
         by its full name (``module.ClassName``), its simple class name, that name without a
         ``Connector`` suffix, and the names in its ``aliases`` attribute.
 
@@ -55,7 +55,7 @@ def register_connectors() -> list[type]:
 def register_replication_policies() -> list[type]:
     """Return the replication policy classes this plugin provides.
 
-    :return: a list of ``connectors.mirror_client.policies.ReplicationPolicy`` subclasses.
+    :return: a list of ``mirrorline.connectors.mirror_client.policies.ReplicationPolicy`` subclasses.
         Each becomes a value ``replication.policy.class`` accepts: its full name
         (``module.ClassName``), its simple class name, and the names in its ``aliases``
         attribute. A name a built-in policy already answers to stays the built-in's.
@@ -92,9 +92,9 @@ def publish_replication_policies(classes: list[type]) -> None:
 def register_commands() -> list:
     """Return the CLI subcommands this plugin provides.
 
-    :return: a list of :class:`~framework.api.launcher.Command` instances. Each becomes
+    :return: a list of :class:`~mirrorline.api.launcher.Command` instances. Each becomes
         ``mirrorline <command.name>``; its ``run`` receives the parsed arguments and a
-        :class:`~framework.api.launcher.WorkerLauncher` to run workers with.
+        :class:`~mirrorline.api.launcher.WorkerLauncher` to run workers with.
 
     Called once when the ``mirrorline`` command builds its argument parser. A name that
     clashes with a built-in subcommand or another plugin's is reported and skipped.
@@ -109,7 +109,7 @@ def register_commands() -> list:
 def register_rest_extensions() -> list[type]:
     """Return the REST extension classes this plugin provides.
 
-    :return: a list of :class:`~framework.api.rest_extension.RestExtension` subclasses (Kafka
+    :return: a list of :class:`~mirrorline.api.rest_extension.RestExtension` subclasses (Kafka
         Connect's ``ConnectRestExtension``). Each worker's REST app instantiates each class
         without arguments and calls its ``register(context)`` once, before it listens; the
         extension adds routes with ``context.add_route`` and reads the worker cluster's
@@ -131,7 +131,7 @@ def register_rest_extensions() -> list[type]:
 def register_config_providers() -> list[type]:
     """Return the config provider classes this plugin provides.
 
-    :return: a list of :class:`~framework.api.config_provider.ConfigProvider` subclasses. A
+    :return: a list of :class:`~mirrorline.api.config_provider.ConfigProvider` subclasses. A
         worker uses one when its ``config.providers.<name>.class`` names the class (short name,
         full Python name, or one of its ``aliases``), configures it with
         ``config.providers.<name>.param.*``, and asks it for the values of
@@ -152,7 +152,7 @@ def register_config_providers() -> list[type]:
 def register_transforms() -> list[type]:
     """Return the single message transform classes this plugin provides.
 
-    :return: a list of :class:`~framework.api.transforms.Transformation` subclasses. Each
+    :return: a list of :class:`~mirrorline.api.transforms.Transformation` subclasses. Each
         becomes a value ``transforms.<alias>.type`` accepts: its full name (``module.ClassName``),
         its simple class name and the names in its ``aliases`` attribute. A short name two
         classes claim resolves to neither (the full name still works).
@@ -162,7 +162,7 @@ def register_transforms() -> list[type]:
     ``transformation``. A returned value that is not a Transformation subclass is reported as
     a load failure of the plugin and left out; the plugin's other classes still count.
     The built-in transforms (``RegexRouter``, ``Filter``, ``InsertField$Value`` ...) are
-    registered through this hook by ``framework.transforms``, like any plugin's.
+    registered through this hook by ``mirrorline.transforms``, like any plugin's.
     """
 
 
@@ -170,7 +170,7 @@ def register_transforms() -> list[type]:
 def register_predicates() -> list[type]:
     """Return the predicate classes this plugin provides.
 
-    :return: a list of :class:`~framework.api.transforms.Predicate` subclasses, named in
+    :return: a list of :class:`~mirrorline.api.transforms.Predicate` subclasses, named in
         ``predicates.<alias>.type`` as transforms are (full name, class name, ``aliases``).
 
     Called once per plugin when plugins load. Listed by
@@ -183,8 +183,8 @@ def register_predicates() -> list[type]:
 def register_converters() -> list[type]:
     """Return the converter classes this plugin provides.
 
-    :return: a list of :class:`~framework.api.converters.Converter` and/or
-        :class:`~framework.api.converters.HeaderConverter` subclasses (a class may be both).
+    :return: a list of :class:`~mirrorline.api.converters.Converter` and/or
+        :class:`~mirrorline.api.converters.HeaderConverter` subclasses (a class may be both).
         Each becomes a value ``key.converter`` / ``value.converter`` (Converter) or
         ``header.converter`` (HeaderConverter) accepts, at worker or connector level: its full
         name, its simple class name and the names in its ``aliases`` attribute.
@@ -193,7 +193,7 @@ def register_converters() -> list[type]:
     ``GET /connector-plugins?connectorsOnly=false`` with type ``converter`` and/or
     ``header_converter``; anything that is neither is reported as a load failure and left out.
     The built-ins (``ByteArrayConverter``, ``StringConverter``, ``JsonConverter``,
-    ``SimpleHeaderConverter``) are registered through this hook by ``framework.converters``.
+    ``SimpleHeaderConverter``) are registered through this hook by ``mirrorline.converters``.
     """
 
 
@@ -205,13 +205,13 @@ def register_converters() -> list[type]:
 def register_jobs() -> list[type]:
     """Return the bulk job classes this plugin provides.
 
-    :return: a list of :class:`~framework.api.jobs.Job` subclasses. Each is known by its
+    :return: a list of :class:`~mirrorline.api.jobs.Job` subclasses. Each is known by its
         ``name`` attribute; a plugin command runs one with
-        :meth:`~framework.api.launcher.WorkerLauncher.run_job`, which builds the SparkSession
+        :meth:`~mirrorline.api.launcher.WorkerLauncher.run_job`, which builds the SparkSession
         (embedded ``local[*]``, or ``spark.master``) on the job's first use of ``context.spark``.
 
     Called once per plugin when plugins load; listed by ``mirrorline plugins`` with type
     ``job``. A returned value that is not a Job subclass, or a name two jobs claim, is reported
     as a load failure and left out. The built-in ``backfill`` job is registered this way by
-    ``connectors.mm2``.
+    ``mirrorline.connectors.mm2``.
     """

@@ -2,13 +2,13 @@
 
 A job is the batch counterpart of a connector. A plugin registers its job classes through the
 ``register_jobs`` hook (listed by ``mirrorline plugins``); each declares its settings with a
-:class:`~framework.api.config.ConfigDef` exactly as a connector does, and does its work in
+:class:`~mirrorline.api.config.ConfigDef` exactly as a connector does, and does its work in
 :meth:`Job.run`. It reaches Spark, progress display, logging, client settings and stored
 source offsets only through the :class:`JobContext` it is given, so a third party can add a job
 without importing mirrorline's runtime, and this module imports no pyspark.
 
 A plugin's CLI command runs a job with
-:meth:`~framework.api.launcher.WorkerLauncher.run_job`; the runtime builds the SparkSession
+:meth:`~mirrorline.api.launcher.WorkerLauncher.run_job`; the runtime builds the SparkSession
 (embedded ``local[*]`` unless ``spark.master`` says otherwise) on first use of
 :attr:`JobContext.spark`.
 
@@ -24,8 +24,8 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from framework.api.clients import KafkaClients
-from framework.api.config import Config, ConfigDef
+from mirrorline.api.clients import KafkaClients
+from mirrorline.api.config import Config, ConfigDef
 
 
 class Progress(ABC):
@@ -97,7 +97,7 @@ class JobContext(ABC):
     #: Logs under ``mirrorline.job.<job name>``.
     logger: logging.Logger
     #: Kafka clients for the driver's own requests (admin, offsets, small writes): the same
-    #: :class:`~framework.api.clients.KafkaClients` connectors get from their context.
+    #: :class:`~mirrorline.api.clients.KafkaClients` connectors get from their context.
     clients: KafkaClients
 
     @property
@@ -105,7 +105,7 @@ class JobContext(ABC):
     def spark(self) -> Any:
         """The ``pyspark.sql.SparkSession``, built on first use (blocking: 10-35 s; call it from a thread).
 
-        Raises a :class:`~framework.api.errors.ConnectError` with one line when pyspark or Java is
+        Raises a :class:`~mirrorline.api.errors.ConnectError` with one line when pyspark or Java is
         missing or the master is unreachable.
         """
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from framework.api.clients import KafkaClients
+from mirrorline.api.clients import KafkaClients
 
 
 @dataclass
@@ -47,7 +47,7 @@ class WorkerLauncher(ABC):
     """Runs workers on the current process; provided by the runtime to plugin commands."""
 
     #: Kafka clients for commands that talk to clusters themselves (failover tools, topic selection):
-    #: the same :class:`~framework.api.clients.KafkaClients` connectors get from their context.
+    #: the same :class:`~mirrorline.api.clients.KafkaClients` connectors get from their context.
     clients: KafkaClients
 
     @abstractmethod
@@ -61,7 +61,7 @@ class WorkerLauncher(ABC):
         unhealthy), naming which — and ``GET /metrics`` (Prometheus text of the whole process).
         The port is bound before any worker starts.
 
-        Raises a :class:`~framework.api.errors.ConnectError` naming the problem when a worker
+        Raises a :class:`~mirrorline.api.errors.ConnectError` naming the problem when a worker
         cannot start (bad settings, Kafka unreachable, a connector config rejected) or the
         listener's port cannot be bound (a ConfigError if ``listeners`` is malformed).
         """
@@ -74,7 +74,7 @@ class WorkerLauncher(ABC):
         reach it); no worker is started. The change is written to the config topic as
         ``PUT /connectors/{name}/stop`` or ``/resume`` would write it, so the running workers
         apply it, and workers started later keep it. Returns False when the connector was
-        already in that state. Raises a :class:`~framework.api.errors.NotFoundError` when the
+        already in that state. Raises a :class:`~mirrorline.api.errors.NotFoundError` when the
         cluster has no such connector, and ConnectError when the cluster cannot be reached.
 
         API addition (failover tools): launchers that predate it raise NotImplementedError.
@@ -89,7 +89,7 @@ class WorkerLauncher(ABC):
         ``settings`` are the job's settings (parsed with its ``config_def``; ``spark.*`` keys also
         configure the SparkSession: ``spark.master``, memory ...); ``client_settings`` gives the
         Java-style client settings of each cluster the job reaches, by name
-        (:meth:`~framework.api.jobs.JobContext.client_settings`). Raises NotFoundError for an
+        (:meth:`~mirrorline.api.jobs.JobContext.client_settings`). Raises NotFoundError for an
         unknown job, ConfigError for bad settings and ConnectError (one line) when Spark cannot run.
 
         API addition (jobs): launchers that predate it raise NotImplementedError.

@@ -25,7 +25,7 @@ class SourceRecord:
     - ``key_schema`` / ``value_schema``: only with a converter other than the default
       ``ByteArrayConverter`` (``key.converter``, ``value.converter``): then ``key`` / ``value``
       may be data (``str``, ``int``, ``dict``...) the converter turns into bytes, and the schema
-      (Connect's JSON schema form, see :mod:`framework.api.converters`) says what it is. None
+      (Connect's JSON schema form, see :mod:`mirrorline.api.converters`) says what it is. None
       lets the converter infer one from the value.
     """
 

@@ -10,7 +10,7 @@ REST server stops, :meth:`RestExtension.close` is awaited.
 This module is framework-independent on purpose: handlers see a :class:`RestRequest` (method,
 path parameters, query, the JSON body) and return ``(status, body)``, where ``body`` is
 anything :func:`json.dumps` takes (None: no body). They raise
-:mod:`framework.api.errors` types for errors (``BadRequestError`` is a 400,
+:mod:`mirrorline.api.errors` types for errors (``BadRequestError`` is a 400,
 ``NotFoundError`` a 404 ...), which reach the client as Connect's
 ``{"error_code", "message"}``, like every other error of the API. Extension routes are
 behind the same authentication as the rest of the API.
@@ -23,8 +23,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from framework.api.clients import KafkaClients
-from framework.api.errors import BadRequestError
+from mirrorline.api.clients import KafkaClients
+from mirrorline.api.errors import BadRequestError
 
 #: HTTP methods an extension route may use.
 ROUTE_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
@@ -37,7 +37,7 @@ class RestRequest:
     ``path_params`` are the values of the route's ``{name}`` placeholders; ``query`` holds the
     first value of each query parameter and ``query_all`` every value. The body is read (within
     ``rest.request.max.bytes``) and parsed as JSON before the handler runs; :meth:`json` returns
-    it, or raises the :class:`~framework.api.errors.BadRequestError` saying why it is not JSON
+    it, or raises the :class:`~mirrorline.api.errors.BadRequestError` saying why it is not JSON
     (empty, malformed, nested too deep), so a handler that needs no body never sees that error.
     """
 
@@ -82,7 +82,7 @@ class ClusterState(ABC):
         """The connector's config as stored: secrets are *not* hidden, placeholders are not resolved.
 
         Raises NotFoundError for an unknown connector. Never echo the values of secret settings
-        (see :func:`framework.api.secrets.is_secret`) in a response or a log line.
+        (see :func:`mirrorline.api.secrets.is_secret`) in a response or a log line.
         """
 
     async def resolved_connector_config(self, name: str) -> dict[str, str]:
@@ -111,7 +111,7 @@ class ClusterState(ABC):
 class RestExtensionContext(ABC):
     """Handed to :meth:`RestExtension.register`: add routes, read the cluster's state."""
 
-    #: Kafka clients for handlers that reach a cluster (see :class:`~framework.api.clients.KafkaClients`).
+    #: Kafka clients for handlers that reach a cluster (see :class:`~mirrorline.api.clients.KafkaClients`).
     clients: KafkaClients
 
     @property

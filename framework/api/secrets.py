@@ -3,7 +3,7 @@
 One rule, used by the runtime at the REST boundary and available to connectors for their own
 log lines. A setting is secret when
 
-- its :class:`~framework.api.config.ConfigDef` declares it with type ``PASSWORD``, or
+- its :class:`~mirrorline.api.config.ConfigDef` declares it with type ``PASSWORD``, or
 - its name, at any prefix, ends in ``password``, ``secret``, ``sasl.jaas.config`` or
   ``ssl.keystore.key`` (the last segment after a dot is compared, so
   ``source.cluster.sasl.jaas.config``, ``A.ssl.keystore.password`` and
@@ -37,14 +37,14 @@ def _declared_password(key: str, config_def: Any) -> bool:
     if config_def is None:
         return False
     definition = config_def.keys.get(key) if hasattr(config_def, "keys") else None
-    # duck-typed so this module does not import framework.api.config (which imports it)
+    # duck-typed so this module does not import mirrorline.api.config (which imports it)
     return definition is not None and getattr(definition.type, "value", definition.type) == "PASSWORD"
 
 
 def is_secret(key: str, config_def: Any = None) -> bool:
     """True when the setting ``key`` holds a secret (see the module docstring for the rule).
 
-    :param config_def: a :class:`~framework.api.config.ConfigDef` whose ``PASSWORD`` keys are
+    :param config_def: a :class:`~mirrorline.api.config.ConfigDef` whose ``PASSWORD`` keys are
         secret too, whatever their names.
     """
     name = str(key).strip().lower()

@@ -11,7 +11,7 @@ two of these methods of one task at the same time):
    (a rebalance, or the task stopping), after their offsets were committed. Keep per-partition
    writers here.
 4. ``await put(records)`` with each batch consumed, in offset order per partition. Write them
-   or buffer them; raise :class:`~framework.api.errors.RetriableError` to have the runtime
+   or buffer them; raise :class:`~mirrorline.api.errors.RetriableError` to have the runtime
    call ``put`` again with the *same* batch after a back-off (Connect's
    ``RetriableException``). Any other exception fails the task (state FAILED, with its trace).
 5. Every ``offset.flush.interval.ms``, when the task calls ``context.request_commit()``, before
@@ -37,8 +37,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from framework.api.context import PluginContext
-from framework.api.records import ConnectorTaskId, SinkRecord
+from mirrorline.api.context import PluginContext
+from mirrorline.api.records import ConnectorTaskId, SinkRecord
 
 __all__ = ["ErrantRecordReporter", "SinkTask", "SinkTaskContext", "TopicPartition"]
 

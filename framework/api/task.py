@@ -10,7 +10,7 @@ Lifecycle, as the runtime drives it (all on the worker's event loop; apart from
    none: "no data" is an empty list, never None. Waiting inside ``poll`` for data is fine,
    but return within about a second so pause and stop are prompt; the runtime may cancel a
    ``poll`` that is still waiting when the task stops, so never swallow ``CancelledError``.
-   Raising :class:`~framework.api.errors.RetriableError` makes the runtime call ``poll``
+   Raising :class:`~mirrorline.api.errors.RetriableError` makes the runtime call ``poll``
    again after a back-off; any other exception fails the task (state FAILED, with its
    trace) and leaves the connector's other tasks running.
 4. As soon as Kafka acknowledges a record, ``await commit_record(record, metadata)``, on its
@@ -19,7 +19,7 @@ Lifecycle, as the runtime drives it (all on the worker's event loop; apart from
    across an ``await``. Calls are sequential, and records of one Kafka partition are
    acknowledged in the order ``poll`` returned them. A record a transform dropped gets
    ``commit_record(record, None)`` once the records before it of its source partition are done.
-   A :class:`~framework.api.records.SourceBatch` gets ``commit_batch(batch, metadata)`` instead,
+   A :class:`~mirrorline.api.records.SourceBatch` gets ``commit_batch(batch, metadata)`` instead,
    with the offset Kafka gave its first record.
 5. After the runtime has stored source offsets (every ``offset.flush.interval.ms``),
    ``await commit()``. Offsets are stored only for records Kafka acknowledged, and for a
@@ -35,10 +35,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING
 
-from framework.api.records import RecordMetadata, SourceBatch, SourceRecord
+from mirrorline.api.records import RecordMetadata, SourceBatch, SourceRecord
 
 if TYPE_CHECKING:
-    from framework.api.context import SourceTaskContext
+    from mirrorline.api.context import SourceTaskContext
 
 
 class SourceTask(ABC):
@@ -62,7 +62,7 @@ class SourceTask(ABC):
     async def poll(self) -> list[SourceRecord | SourceBatch]:
         """The next records to write, or ``[]``.
 
-        :class:`~framework.api.records.SourceBatch` items (whole record batches) are allowed only
+        :class:`~mirrorline.api.records.SourceBatch` items (whole record batches) are allowed only
         while ``self.context.accepts_batches`` is true; records and batches of one partition
         are written in the order returned.
         """

@@ -37,7 +37,7 @@ Lifecycle, per task (each task has its own instances; calls on one instance neve
 (``PUT /connector-plugins/{plugin}/config/validate``, creating a connector), so it must only
 check and remember its settings: no I/O, no threads, no connections.
 
-Records: a transform receives a :class:`~framework.api.records.SourceRecord` and returns a
+Records: a transform receives a :class:`~mirrorline.api.records.SourceRecord` and returns a
 **new** record (``dataclasses.replace(record, topic=...)``) or ``None`` to drop it; it never
 changes the record it was given (the runtime still needs the original: it hands it to
 ``SourceTask.commit_record``, and its ``source_partition``/``source_offset`` are committed).
@@ -60,7 +60,7 @@ Not guaranteed:
 - That an exception from ``apply`` is tolerated: with ``errors.tolerance=none`` (the default)
   it fails the task (FAILED, with a trace naming the alias, the topic, partition and source
   offset of the record); with ``all`` the record is skipped and counted (docs/errors.md).
-  Raise :class:`~framework.api.errors.DataError` with a message saying what is wrong with the data.
+  Raise :class:`~mirrorline.api.errors.DataError` with a message saying what is wrong with the data.
 - That ``close`` is called if the process is killed.
 """
 
@@ -69,8 +69,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
-from framework.api.config import Config, ConfigDef
-from framework.api.records import SourceRecord
+from mirrorline.api.config import Config, ConfigDef
+from mirrorline.api.records import SourceRecord
 
 __all__ = ["Predicate", "Transformation"]
 
@@ -95,7 +95,7 @@ class Transformation(ABC):
     def configure(self, config: Config) -> None:
         """Receive this alias's settings, parsed with ``config_def``; called once, before ``apply``.
 
-        Raise :class:`~framework.api.errors.ConfigError` for a combination of settings that is
+        Raise :class:`~mirrorline.api.errors.ConfigError` for a combination of settings that is
         invalid; the message is shown on ``transforms.<alias>.type`` by validation, and a task
         whose transform does not configure fails to start. Also called to validate configs,
         so: no I/O.
@@ -105,7 +105,7 @@ class Transformation(ABC):
     def apply(self, record: SourceRecord) -> SourceRecord | None:
         """The transformed record (a new object), the same record to leave it unchanged, or
         ``None`` to drop it. Called on the event loop for every record: quick, never blocking.
-        Raise :class:`~framework.api.errors.DataError` for a record it cannot handle."""
+        Raise :class:`~mirrorline.api.errors.DataError` for a record it cannot handle."""
 
     def close(self) -> None:
         """Release what ``configure`` acquired; called once when the task stops. Optional."""

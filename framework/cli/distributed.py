@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from framework.clients.configfile import load_config_file
+from mirrorline.clients.configfile import load_config_file
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,9 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from framework.runtime.distributed.process import run_distributed
-    from framework.runtime.process import check_listener_free, parse_listener
-    from framework.runtime.worker_config import DISTRIBUTED_CONFIG_DEF
+    from mirrorline.runtime.distributed.process import run_distributed
+    from mirrorline.runtime.process import check_listener_free, parse_listener
+    from mirrorline.runtime.worker_config import DISTRIBUTED_CONFIG_DEF
 
     worker = load_config_file(args.worker_config)
     # before the herder exists: it opens Kafka clients that a taken port would leave unclosed

@@ -6,7 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from framework.localkafka.manager import DEFAULT_BASE_PORT, LocalKafka
+from mirrorline.localkafka.manager import DEFAULT_BASE_PORT, LocalKafka
 
 
 def register(sub: argparse._SubParsersAction) -> None:

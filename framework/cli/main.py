@@ -12,8 +12,8 @@ import logging
 import sys
 import traceback
 
-from framework import __version__
-from framework.cli import distributed, local_kafka, plugins, standalone
+from mirrorline import __version__
+from mirrorline.cli import distributed, local_kafka, plugins, standalone
 
 SUBCOMMANDS = [local_kafka, standalone, distributed, plugins]
 
@@ -28,11 +28,11 @@ def user_error_types() -> tuple[type[BaseException], ...]:
     Ours (UserError, LocalKafkaError, ConnectError and so ConfigError), aiokafka's KafkaError
     (a broker that is down or refuses), and OSError (a taken port, an unreachable host, a file).
     """
-    from framework.localkafka.errors import LocalKafkaError
+    from mirrorline.localkafka.errors import LocalKafkaError
 
     types: list[type[BaseException]] = [UserError, LocalKafkaError, OSError]
     try:
-        from framework.api.errors import ConnectError
+        from mirrorline.api.errors import ConnectError
         types.append(ConnectError)
     except ImportError:
         pass
@@ -78,7 +78,7 @@ def _register_plugin_commands(sub: argparse._SubParsersAction) -> None:
     """Add the subcommands plugins contribute through the ``register_commands`` hook."""
     import asyncio
 
-    from framework.plugins import PluginRegistry
+    from mirrorline.plugins import PluginRegistry
 
     registry = PluginRegistry.discover()
     taken = set(sub.choices)
@@ -92,7 +92,7 @@ def _register_plugin_commands(sub: argparse._SubParsersAction) -> None:
         command.configure_parser(command_parser)
 
         def run(args: argparse.Namespace, command=command, registry=registry) -> int:
-            from framework.runtime.launcher import ProcessLauncher
+            from mirrorline.runtime.launcher import ProcessLauncher
 
             async def main() -> int:
                 return await command.run(args, ProcessLauncher(registry))

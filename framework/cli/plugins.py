@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from framework.plugins import PluginRegistry, full_name, short_names
+from mirrorline.plugins import PluginRegistry, full_name, short_names
 
 
 def register(sub: argparse._SubParsersAction) -> None:

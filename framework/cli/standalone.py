@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from framework.clients.configfile import load_config_file
+from mirrorline.clients.configfile import load_config_file
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from framework.runtime.standalone_process import run_standalone
+    from mirrorline.runtime.standalone_process import run_standalone
 
     worker = load_config_file(args.worker_config)
     connectors = [load_config_file(path) for path in args.connector_configs]

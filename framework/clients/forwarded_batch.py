@@ -21,7 +21,7 @@ import struct
 
 import crc32c
 
-from framework.api.errors import ConnectError
+from mirrorline.api.errors import ConnectError
 
 HEADER_SIZE = 61
 _MAGIC_V2 = 2

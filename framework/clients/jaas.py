@@ -9,7 +9,7 @@ The grammar is that of Kafka's ``JaasConfig`` (a ``java.io.StreamTokenizer`` ove
 * quoted values use double quotes; inside them ``\\"``, ``\\\\``, ``\\n``, ``\\t``... are escapes;
 * ``//`` and ``/* */`` comments are skipped.
 
-Errors are :class:`~framework.api.errors.ConfigError` with one line that names the setting and
+Errors are :class:`~mirrorline.api.errors.ConfigError` with one line that names the setting and
 the position, never any part of the value: the value usually holds a password.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from framework.api.errors import ConfigError
+from mirrorline.api.errors import ConfigError
 
 CONTROL_FLAGS = ("required", "requisite", "sufficient", "optional")
 

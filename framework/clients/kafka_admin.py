@@ -14,7 +14,7 @@ MM2 needs four things it lacks or only half-offers:
   ``describe_consumer_groups`` response.
 - **describe and create ACLs** (DescribeAcls, key 29; CreateAcls, key 30): aiokafka defines
   the request classes but its admin client has no methods for them. :class:`AclBinding` and
-  :class:`AclFilter` (plugin contract, defined in :mod:`framework.api.clients`) carry Kafka's numeric codes (:class:`ResourceType`, :class:`PatternType`,
+  :class:`AclFilter` (plugin contract, defined in :mod:`mirrorline.api.clients`) carry Kafka's numeric codes (:class:`ResourceType`, :class:`PatternType`,
   :class:`AclOperation`, :class:`AclPermissionType`).
 
 The requests are defined here with aiokafka's own protocol building blocks
@@ -40,14 +40,14 @@ from enum import IntEnum
 from typing import TypeAlias
 
 from aiokafka import TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import ClusterAuthorizationFailedError, KafkaError, for_code
 from aiokafka.protocol.admin import CreateAclsRequest, DescribeAclsRequest
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.commit import OffsetCommitRequest
 from aiokafka.protocol.types import Array, Boolean, Int8, Int16, Int32, Schema, String
 
-from framework.api.clients import (AclBinding, AclFilter, AclOperation, AclPermissionType, PatternType,
+from mirrorline.api.clients import (AclBinding, AclFilter, AclOperation, AclPermissionType, PatternType,
                                    ResourceType)
 
 __all__ = [
@@ -59,6 +59,7 @@ __all__ = [
     "PatternType",
     "ResourceType",
     "alter_consumer_group_offsets",
+    "create_topic",
     "create_acls",
     "describe_acls",
     "delete_consumer_group_offsets",
@@ -421,3 +422,30 @@ async def create_acls(admin: AIOKafkaAdminClient, bindings: Iterable[AclBinding]
                 raise error
             failures.append((binding, error))
     return failures
+
+
+async def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None,
+                       timeout: float = 30.0) -> None:
+    """Create a topic (replication factor 1); raise if the broker reports an error.
+
+    Returns once the broker serves every partition with a leader: in KRaft the controller
+    accepts the topic a moment before the broker knows it.
+    """
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        response = await admin.create_topics(
+            [NewTopic(name, partitions, 1, topic_configs={k: str(v) for k, v in (config or {}).items()})])
+        for topic_error in response.topic_errors:
+            if topic_error[1] != 0:
+                raise RuntimeError(f"creating topic {name} failed: {topic_error}")
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not any(entry["topic"] == name and entry["error_code"] == 0 and len(entry["partitions"]) == partitions
+                      and all(p["leader"] >= 0 for p in entry["partitions"])
+                      for entry in await admin.describe_topics()):
+            if asyncio.get_running_loop().time() > deadline:
+                raise RuntimeError(f"topic {name} has no leader for each of its {partitions} partitions "
+                                   f"after {timeout:.0f}s")
+            await asyncio.sleep(0.1)
+    finally:
+        await admin.close()

@@ -25,9 +25,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.serialization import pkcs12
 
-from framework.api.config import Password
-from framework.api.errors import ConfigError
-from framework.clients.jaas import single_login_module
+from mirrorline.api.config import Password
+from mirrorline.api.errors import ConfigError
+from mirrorline.clients.jaas import single_login_module
 
 _INT = int
 _STR = str
@@ -62,7 +62,7 @@ _PRODUCER = {
     "enable.idempotence": ("enable_idempotence", _bool),
     "transactional.id": ("transactional_id", _STR),
     "transaction.timeout.ms": ("transaction_timeout_ms", _INT),
-    # Only RecordProducer (framework.clients.producer) takes this; plain AIOKafkaProducer does not.
+    # Only RecordProducer (mirrorline.clients.producer) takes this; plain AIOKafkaProducer does not.
     "max.block.ms": ("max_block_ms", _INT),
 }
 _CONSUMER = {
@@ -106,9 +106,9 @@ def client_kwargs(props: Mapping[str, Any], role: str) -> tuple[dict[str, Any], 
     (see :func:`ssl_context`) and SASL settings: ``sasl.mechanism`` PLAIN, SCRAM-SHA-256 or
     SCRAM-SHA-512 (GSSAPI too, given the ``gssapi`` package) whose user and password come from
     ``sasl.jaas.config`` in Java's syntax (``...PlainLoginModule required username="u"
-    password="p";`` or ``...ScramLoginModule ...``, see :mod:`framework.clients.jaas`).
+    password="p";`` or ``...ScramLoginModule ...``, see :mod:`mirrorline.clients.jaas`).
 
-    Raises :class:`~framework.api.errors.ConfigError` with one line naming the setting (never a
+    Raises :class:`~mirrorline.api.errors.ConfigError` with one line naming the setting (never a
     secret) when a security setting is wrong: unknown protocol or mechanism, bad JAAS syntax, a
     missing or unreadable store, a wrong store or key password.
     """
@@ -136,7 +136,7 @@ def client_kwargs(props: Mapping[str, Any], role: str) -> tuple[dict[str, Any], 
 
 
 def _plain(value: Any) -> Any:
-    """The value of a :class:`~framework.api.config.Password` setting, any other value unchanged."""
+    """The value of a :class:`~mirrorline.api.config.Password` setting, any other value unchanged."""
     return value.value if isinstance(value, Password) else value
 
 

@@ -39,7 +39,7 @@ def install() -> None:
     original = MetadataRequest.__init__
     if "allow_auto_topic_creation" not in inspect.signature(original).parameters:
         raise ImportError("aiokafka's MetadataRequest no longer takes allow_auto_topic_creation; "
-                          "framework.clients.no_auto_create must be updated for this aiokafka version")
+                          "mirrorline.clients.no_auto_create must be updated for this aiokafka version")
 
     @functools.wraps(original)
     def __init__(self, topics=None, allow_auto_topic_creation=None):

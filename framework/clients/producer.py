@@ -21,8 +21,8 @@ import asyncio
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import IllegalOperation, TopicAuthorizationFailedError
 
-from framework.api.errors import PartitionNotAvailableError
-from framework.clients.forwarded_batch import ForwardedBatch
+from mirrorline.api.errors import PartitionNotAvailableError
+from mirrorline.clients.forwarded_batch import ForwardedBatch
 
 DEFAULT_MAX_BLOCK_MS = 60_000
 # Upper bound of the pause between two metadata refreshes while waiting for a partition.

@@ -1,4 +1,4 @@
-"""The runtime's :class:`~framework.api.clients.KafkaClients`: the contract backed by this package's helpers.
+"""The runtime's :class:`~mirrorline.api.clients.KafkaClients`: the contract backed by this package's helpers.
 
 One stateless instance, :data:`KAFKA_CLIENTS`, is handed to every connector and task context and
 to the launcher of plugin commands.
@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from framework.api.clients import AclBinding, AclFilter, KafkaClients
-from framework.clients import kafka_admin, kafka_clients
-from framework.clients.producer import RecordProducer
+from mirrorline.api.clients import AclBinding, AclFilter, KafkaClients
+from mirrorline.clients import kafka_admin, kafka_clients
+from mirrorline.clients.producer import RecordProducer
 
 
 class AioKafkaClients(KafkaClients):
-    """aiokafka clients built by :func:`~framework.clients.kafka_clients.client_kwargs`, admin requests
-    from :mod:`framework.clients.kafka_admin`, producers from :class:`~framework.clients.producer.RecordProducer`."""
+    """aiokafka clients built by :func:`~mirrorline.clients.kafka_clients.client_kwargs`, admin requests
+    from :mod:`mirrorline.clients.kafka_admin`, producers from :class:`~mirrorline.clients.producer.RecordProducer`."""
 
     def client_kwargs(self, props: Mapping[str, Any], role: str) -> tuple[dict[str, Any], list[str]]:
         return kafka_clients.client_kwargs(props, role)

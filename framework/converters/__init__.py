@@ -4,18 +4,18 @@ Kafka Connect's, with Connect's setting names and defaults, answering to Connect
 names too: ``ByteArrayConverter`` (the default, and the mirror path's: bytes through
 unchanged), ``StringConverter``, ``JsonConverter`` and the header converter
 ``SimpleHeaderConverter``. Like a third-party plugin, this package imports only
-:mod:`framework.api` and is found through its entry point.
+:mod:`mirrorline.api` and is found through its entry point.
 """
 
-from framework.api import hookimpl
+from mirrorline.api import hookimpl
 
 
 @hookimpl
 def register_converters():
     """The built-in converters and header converters."""
-    from framework.converters.bytearray import ByteArrayConverter
-    from framework.converters.json_converter import JsonConverter
-    from framework.converters.simple_header import SimpleHeaderConverter
-    from framework.converters.string import StringConverter
+    from mirrorline.converters.bytearray import ByteArrayConverter
+    from mirrorline.converters.json_converter import JsonConverter
+    from mirrorline.converters.simple_header import SimpleHeaderConverter
+    from mirrorline.converters.string import StringConverter
 
     return [ByteArrayConverter, StringConverter, JsonConverter, SimpleHeaderConverter]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from framework.api.converters import Converter, HeaderConverter, Schema, schema_of
-from framework.api.errors import DataError
+from mirrorline.api.converters import Converter, HeaderConverter, Schema, schema_of
+from mirrorline.api.errors import DataError
 
 OPTIONAL_BYTES = schema_of("bytes", optional=True)
 

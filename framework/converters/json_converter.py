@@ -7,7 +7,7 @@ written and read. Logical types: Decimal (base64 of the unscaled value, Connect'
 ``datetime`` values.
 
 Beyond Connect: a source record that carries data but no schema gets one inferred from the
-Python value (:func:`~framework.api.converters.infer_schema`; ``schemas.infer.enable``), where
+Python value (:func:`~mirrorline.api.converters.infer_schema`; ``schemas.infer.enable``), where
 Connect writes ``"schema":null``. Floats print as Python does (``1e+20`` where Java writes
 ``1.0E20``).
 """
@@ -17,10 +17,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from framework.api.config import Config, ConfigDef, ConfigKey, Importance, Range, Type
-from framework.api.converters import Converter, HeaderConverter, Schema, infer_schema
-from framework.api.errors import DataError
-from framework.converters.schema_json import normalise, to_connect, to_json
+from mirrorline.api.config import Config, ConfigDef, ConfigKey, Importance, Range, Type
+from mirrorline.api.converters import Converter, HeaderConverter, Schema, infer_schema
+from mirrorline.api.errors import DataError
+from mirrorline.converters.schema_json import normalise, to_connect, to_json
 
 ENVELOPE_ERROR = ("JsonConverter with schemas.enable requires \"schema\" and \"payload\" fields and may not contain "
                   "additional fields. If you are trying to deserialize plain JSON data, set schemas.enable=false "

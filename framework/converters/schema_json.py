@@ -1,6 +1,6 @@
 """Connect data <-> JSON trees, with or without a schema: the heart of ``JsonConverter``.
 
-Schemas are dicts in Connect's JSON schema form (see :mod:`framework.api.converters`).
+Schemas are dicts in Connect's JSON schema form (see :mod:`mirrorline.api.converters`).
 :func:`normalise` puts a schema's keys in the order Connect's ``JsonConverter.asJsonSchema``
 writes them (``type``, its ``items``/``keys``/``values``/``fields``, ``optional``, ``name``,
 ``version``, ``doc``, ``parameters``, ``default``; a struct field's ``field`` last), so the
@@ -15,7 +15,7 @@ import datetime
 import decimal
 from typing import Any
 
-from framework.api.errors import DataError
+from mirrorline.api.errors import DataError
 
 INT_RANGES = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 PRIMITIVES = {*INT_RANGES, "float32", "float64", "boolean", "string", "bytes"}

@@ -15,8 +15,8 @@ import json
 import re
 from typing import Any
 
-from framework.api.converters import HeaderConverter, Schema, infer_schema, schema_of
-from framework.converters.string import as_text
+from mirrorline.api.converters import HeaderConverter, Schema, infer_schema, schema_of
+from mirrorline.converters.string import as_text
 
 _INT = re.compile(r"[+-]?\d+")
 _FLOAT = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")

@@ -7,9 +7,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from framework.api.config import Config, ConfigDef, ConfigKey, Importance, Type, Validator
-from framework.api.converters import Converter, HeaderConverter, Schema, schema_of
-from framework.api.errors import DataError
+from mirrorline.api.config import Config, ConfigDef, ConfigKey, Importance, Type, Validator
+from mirrorline.api.converters import Converter, HeaderConverter, Schema, schema_of
+from mirrorline.api.errors import DataError
 
 OPTIONAL_STRING = schema_of("string", optional=True)
 

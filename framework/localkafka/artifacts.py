@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from framework.localkafka.errors import LocalKafkaError
+from mirrorline.localkafka.errors import LocalKafkaError
 
 #: The Apache Kafka release every local cluster runs. 4.4.0 is announced on Maven Central
 #: but its ``kafka-tools-api`` artifact is missing there (checked 2026-11-21), so 4.3.1.

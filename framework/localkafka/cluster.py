@@ -22,8 +22,8 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from framework.localkafka.artifacts import java_executable, resolve_kafka_classpath
-from framework.localkafka.errors import LocalKafkaError
+from mirrorline.localkafka.artifacts import java_executable, resolve_kafka_classpath
+from mirrorline.localkafka.errors import LocalKafkaError
 
 #: Modest heap: two brokers, a worker and the tests must share 2 cores / 24 GiB.
 DEFAULT_HEAP = os.environ.get("MIRRORLINE_KAFKA_HEAP", "-Xms128m -Xmx512m")
@@ -214,7 +214,7 @@ class ClusterSpec:
 
     @property
     def tls_dir(self) -> Path:
-        """Where a ``tls`` cluster keeps its CA and stores (framework.testing.tls's file names:
+        """Where a ``tls`` cluster keeps its CA and stores (mirrorline.localkafka.tls's file names:
         ``ca.pem``, ``truststore.jks``, ``truststore.p12``, ``server.p12`` ...; password :data:`TLS_PASSWORD`)."""
         return self.home / "tls"
 
@@ -395,7 +395,7 @@ class LocalCluster:
         java = java_executable()
         self.spec.home.mkdir(parents=True, exist_ok=True)
         if self.spec.tls and not (self.spec.tls_dir / "server.p12").exists():
-            from framework.testing.tls import write_tls_material
+            from mirrorline.localkafka.tls import write_tls_material
 
             write_tls_material(self.spec.tls_dir, TLS_PASSWORD, server_name=f"local-kafka-{self.spec.name}")
         self.config_file.write_text(render_server_properties(self.spec, self.data_dir))
@@ -450,7 +450,7 @@ class LocalCluster:
     def _probe_arguments(self) -> tuple[tuple[str, str] | None, dict | None]:
         """What :func:`_broker_answers` needs to authenticate: SASL credentials, or client kwargs (TLS)."""
         if self.spec.tls:
-            from framework.clients.kafka_clients import client_kwargs
+            from mirrorline.clients.kafka_clients import client_kwargs
 
             kwargs, _ = client_kwargs(self.spec.client_properties(), "admin")
             kwargs.pop("bootstrap_servers")

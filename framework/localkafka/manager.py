@@ -13,9 +13,9 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from framework.localkafka.artifacts import resolve_kafka_classpath
-from framework.localkafka.cluster import ClusterSpec, LocalCluster
-from framework.localkafka.errors import LocalKafkaError
+from mirrorline.localkafka.artifacts import resolve_kafka_classpath
+from mirrorline.localkafka.cluster import ClusterSpec, LocalCluster
+from mirrorline.localkafka.errors import LocalKafkaError
 
 DEFAULT_BASE_PORT = 19092
 PORT_STRIDE = 10

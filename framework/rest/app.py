@@ -1,13 +1,13 @@
 """The REST application, its error middleware, and :class:`RestServer` which serves it.
 
 Every error leaves as Kafka Connect's ``{"error_code": <status>, "message": "..."}``: a
-:class:`~framework.api.errors.ConnectError` with its ``http_status`` (herder errors and the
+:class:`~mirrorline.api.errors.ConnectError` with its ``http_status`` (herder errors and the
 400s of request parsing), aiohttp's own 404/405/413 with Connect's wording, and any other
 exception as 500 with its message (logged with the traceback). No HTML error pages.
 
-Authentication (:mod:`framework.rest.auth`) runs as a second middleware inside the error one, so
-its 401s look like every other error; TLS (:mod:`framework.rest.tls`) is the ``ssl_context`` of
-:class:`RestServer`. Plugins' REST extensions (:mod:`framework.rest.extensions`) are mounted on
+Authentication (:mod:`mirrorline.rest.auth`) runs as a second middleware inside the error one, so
+its 401s look like every other error; TLS (:mod:`mirrorline.rest.tls`) is the ``ssl_context`` of
+:class:`RestServer`. Plugins' REST extensions (:mod:`mirrorline.rest.extensions`) are mounted on
 the same app, so their routes get both middlewares.
 """
 
@@ -20,14 +20,14 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from aiohttp import web
 
-from framework.api.errors import ConnectError
-from framework.api.rest_extension import RestExtension
-from framework.rest import routes_admin, routes_connectors, routes_plugins, routes_ui, routes_worker
-from framework.rest.auth import RestAuth
-from framework.rest.common import HERDER, LOGGERS, WORKER_ID, error_response
-from framework.rest.extensions import installed_extensions, mount_extensions
-from framework.rest.loggers import Loggers
-from framework.runtime.herder import REQUEST_FORWARDED, Herder
+from mirrorline.api.errors import ConnectError
+from mirrorline.api.rest_extension import RestExtension
+from mirrorline.rest import routes_admin, routes_connectors, routes_plugins, routes_ui, routes_worker
+from mirrorline.rest.auth import RestAuth
+from mirrorline.rest.common import HERDER, LOGGERS, WORKER_ID, error_response
+from mirrorline.rest.extensions import installed_extensions, mount_extensions
+from mirrorline.rest.loggers import Loggers
+from mirrorline.runtime.herder import REQUEST_FORWARDED, Herder
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +76,10 @@ def create_app(herder: Herder, *, worker_id: str | None = None,
     ``extra_routes`` (e.g. ``[web.get("/metrics", handler)]`` or a ``RouteTableDef``) are
     served alongside the Connect routes, get the same JSON errors, and appear in
     ``/openapi.json``. ``worker_id`` is kept in the app under
-    :data:`framework.rest.common.WORKER_ID` for such routes; the built-in routes do not need
+    :data:`mirrorline.rest.common.WORKER_ID` for such routes; the built-in routes do not need
     it (the herder puts worker ids in statuses). ``auth`` authenticates every route, the status
     page and ``/metrics`` included (None: no authentication). ``rest_extensions`` are the
-    :class:`~framework.api.rest_extension.RestExtension` classes to mount after the built-in
+    :class:`~mirrorline.api.rest_extension.RestExtension` classes to mount after the built-in
     routes (None: those the herder's plugin registry collected from ``register_rest_extensions``).
     """
     middlewares = [error_middleware] + ([auth.middleware()] if auth is not None and auth.enabled else [])

@@ -45,10 +45,10 @@ from typing import Any
 
 from aiohttp import StreamReader, web
 
-from framework.clients.configfile import parse_properties
-from framework.api.errors import ConfigError
-from framework.rest import common
-from framework.rest.common import error_response
+from mirrorline.clients.configfile import parse_properties
+from mirrorline.api.errors import ConfigError
+from mirrorline.rest import common
+from mirrorline.rest.common import error_response
 
 log = logging.getLogger(__name__)
 
@@ -301,7 +301,7 @@ async def _read_and_keep_body(request: web.Request) -> bytes:
     """The body of a signed request, read before its handler runs and put back for the handler.
 
     Handlers read the body from ``request.content`` (with the size limit of
-    :func:`framework.rest.common.read_body`), so the stream is replaced by one holding the
+    :func:`mirrorline.rest.common.read_body`), so the stream is replaced by one holding the
     same bytes.
     """
     reader = getattr(common, "read_body", None)

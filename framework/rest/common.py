@@ -1,7 +1,7 @@
 """Helpers shared by the REST route modules: app keys, JSON in and out, request parsing.
 
-Parsing problems raise :class:`~framework.api.errors.BadRequestError`, which the error
-middleware in :mod:`framework.rest.app` turns into Connect's ``{"error_code", "message"}``
+Parsing problems raise :class:`~mirrorline.api.errors.BadRequestError`, which the error
+middleware in :mod:`mirrorline.rest.app` turns into Connect's ``{"error_code", "message"}``
 body with status 400, exactly as it does for the herder's own errors.
 """
 
@@ -12,10 +12,10 @@ from typing import Any
 
 from aiohttp import web
 
-from framework.api.errors import BadRequestError
-from framework.api.rest_extension import json_type  # noqa: F401 - the routes import it from here
-from framework.rest.loggers import Loggers
-from framework.runtime.herder import Herder
+from mirrorline.api.errors import BadRequestError
+from mirrorline.api.rest_extension import json_type  # noqa: F401 - the routes import it from here
+from mirrorline.rest.loggers import Loggers
+from mirrorline.runtime.herder import Herder
 
 HERDER: web.AppKey[Herder] = web.AppKey("herder", Herder)
 """The :class:`Herder` every handler delegates to."""

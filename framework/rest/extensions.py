@@ -1,9 +1,9 @@
-"""Mounting plugins' REST extensions (:mod:`framework.api.rest_extension`) on the REST app.
+"""Mounting plugins' REST extensions (:mod:`mirrorline.api.rest_extension`) on the REST app.
 
 :func:`mount_extensions` instantiates each extension class, calls its ``register`` with a
 context whose ``add_route`` adds an aiohttp route to the app, and closes the extensions when
 the app is cleaned up. Each route is wrapped by :func:`_aiohttp_handler`, which turns the
-aiohttp request into a framework-independent :class:`~framework.api.rest_extension.RestRequest`
+aiohttp request into a framework-independent :class:`~mirrorline.api.rest_extension.RestRequest`
 and the handler's ``(status, body)`` into a JSON response. The app's middlewares (errors,
 authentication) wrap extension routes as they wrap the built-in ones.
 
@@ -23,8 +23,8 @@ from typing import Any
 
 from aiohttp import web
 
-from framework.api.errors import BadRequestError, ConnectError, NotFoundError
-from framework.api.rest_extension import (
+from mirrorline.api.errors import BadRequestError, ConnectError, NotFoundError
+from mirrorline.api.rest_extension import (
     ROUTE_METHODS,
     ClusterState,
     RestExtension,
@@ -32,11 +32,11 @@ from framework.api.rest_extension import (
     RestHandler,
     RestRequest,
 )
-from framework.clients.runtime_clients import KAFKA_CLIENTS
-from framework.rest.common import json_response, read_json
-from framework.rest.openapi import EXTENSION_OPERATIONS, registered_operations
-from framework.runtime.config_providers import has_references
-from framework.runtime.herder import Herder
+from mirrorline.clients.runtime_clients import KAFKA_CLIENTS
+from mirrorline.rest.common import json_response, read_json
+from mirrorline.rest.openapi import EXTENSION_OPERATIONS, registered_operations
+from mirrorline.runtime.config_providers import has_references
+from mirrorline.runtime.herder import Herder
 
 log = logging.getLogger(__name__)
 

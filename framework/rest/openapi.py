@@ -15,13 +15,13 @@ from typing import Any
 
 from aiohttp import web
 
-from framework.rest.common import HERDER
-from framework.rest.routes_connectors import MAX_NAME_LENGTH, NAME_PATTERN, NAME_RULE
+from mirrorline.rest.common import HERDER
+from mirrorline.rest.routes_connectors import MAX_NAME_LENGTH, NAME_PATTERN, NAME_RULE
 
 _PARAM_PATTERN = re.compile(r"\{(\w+)(?::[^{}]*)?\}")
 
 EXTENSION_OPERATIONS: web.AppKey[dict[tuple[str, str], str]] = web.AppKey("extension_operations", dict)
-"""``(METHOD, path) -> summary`` of the routes REST extensions added (:mod:`framework.rest.extensions`)."""
+"""``(METHOD, path) -> summary`` of the routes REST extensions added (:mod:`mirrorline.rest.extensions`)."""
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -71,7 +71,7 @@ _CONFIG_INPUT = {"type": "object", "additionalProperties": _CONFIG_VALUE}
 
 CONNECTOR_NAME = {"type": "string", "minLength": 1, "maxLength": MAX_NAME_LENGTH, "pattern": NAME_PATTERN,
                   "description": "Enforced when a connector is created: " + NAME_RULE}
-"""The name rule of :func:`framework.rest.routes_connectors.check_new_name` as a JSON schema."""
+"""The name rule of :func:`mirrorline.rest.routes_connectors.check_new_name` as a JSON schema."""
 
 SCHEMAS: dict[str, dict[str, Any]] = {
     "Error": {"type": "object", "required": ["error_code", "message"],

@@ -1,4 +1,4 @@
-"""``/admin/loggers`` routes (KIP-495), backed by :class:`framework.rest.loggers.Loggers`."""
+"""``/admin/loggers`` routes (KIP-495), backed by :class:`mirrorline.rest.loggers.Loggers`."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import logging
 
 from aiohttp import web
 
-from framework.api.errors import BadRequestError, NotFoundError
-from framework.rest.common import LOGGERS, json_response, read_json, require_object
-from framework.rest.loggers import parse_level
+from mirrorline.api.errors import BadRequestError, NotFoundError
+from mirrorline.rest.common import LOGGERS, json_response, read_json, require_object
+from mirrorline.rest.loggers import parse_level
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from framework.api.errors import BadRequestError, NotFoundError
-from framework.rest.common import HERDER, config_map, json_response, json_type, query_flag, read_json, require_object
-from framework.runtime.herder import Herder
+from mirrorline.api.errors import BadRequestError, NotFoundError
+from mirrorline.rest.common import HERDER, config_map, json_response, json_type, query_flag, read_json, require_object
+from mirrorline.runtime.herder import Herder
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from framework.rest.common import HERDER, config_map, json_response, query_flag, read_json
+from mirrorline.rest.common import HERDER, config_map, json_response, query_flag, read_json
 
 routes = web.RouteTableDef()
 

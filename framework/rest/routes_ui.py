@@ -22,7 +22,7 @@ from aiohttp import web
 routes = web.RouteTableDef()
 
 PAGE = "ui/index.html"
-"""The page, relative to the ``framework.rest`` package."""
+"""The page, relative to the ``mirrorline.rest`` package."""
 
 _INLINE = re.compile(r"<(script|style)>(.*?)</\1>", re.DOTALL)
 
@@ -30,7 +30,7 @@ _INLINE = re.compile(r"<(script|style)>(.*?)</\1>", re.DOTALL)
 @functools.cache
 def page() -> tuple[bytes, str]:
     """The page's bytes and its Content-Security-Policy (read once per process)."""
-    text = importlib.resources.files("framework.rest").joinpath(PAGE).read_text(encoding="utf-8")
+    text = importlib.resources.files("mirrorline.rest").joinpath(PAGE).read_text(encoding="utf-8")
     hashes: dict[str, list[str]] = {"script": [], "style": []}
     for kind, body in _INLINE.findall(text):
         digest = base64.b64encode(hashlib.sha256(body.encode("utf-8")).digest()).decode("ascii")

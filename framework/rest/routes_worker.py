@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from framework.rest.common import HERDER, json_response
-from framework.rest.openapi import build_openapi
+from mirrorline.rest.common import HERDER, json_response
+from mirrorline.rest.openapi import build_openapi
 
 routes = web.RouteTableDef()
 

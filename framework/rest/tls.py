@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from framework.api.config import Password
-from framework.api.errors import ConfigError
-from framework.runtime.worker_config import LISTENER_HTTPS_PREFIX
+from mirrorline.api.config import Password
+from mirrorline.api.errors import ConfigError
+from mirrorline.runtime.worker_config import LISTENER_HTTPS_PREFIX
 
 _JKS_MAGIC = b"\xfe\xed\xfe\xed"
 _JCEKS_MAGIC = b"\xce\xce\xce\xce"

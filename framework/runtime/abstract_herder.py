@@ -4,10 +4,10 @@ Reads answered from the config and status stores (connector lists, configs, stat
 configs, offsets), config validation with the one ConfigDef of each plugin, the plugin
 listings, and the lifecycle rules written once: starting a connector according to its target
 state, generating task configs (a failure fails the connector), failure handling and
-automatic restarts (:class:`~framework.runtime.supervisor.Supervisor`), and offset changes.
+automatic restarts (:class:`~mirrorline.runtime.supervisor.Supervisor`), and offset changes.
 
-Subclasses decide how changes are made and serialised: :class:`~framework.runtime.standalone.
-StandaloneHerder` applies them on its one worker under one lock, :class:`~framework.runtime.
+Subclasses decide how changes are made and serialised: :class:`~mirrorline.runtime.standalone.
+StandaloneHerder` applies them on its one worker under one lock, :class:`~mirrorline.runtime.
 distributed.herder.DistributedHerder` on one coroutine, learning of configs and assignments
 through the cluster's config topic and group. Each implements ``_schedule_change`` (run a
 change serialised with all others), ``_changes_serialised`` (an async context manager held
@@ -21,24 +21,24 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from framework import __version__
-from framework.api.config import Config, ConfigDef, ConfigValue
-from framework.api.connector import Connector, SourceConnector
-from framework.api.errors import BadRequestError, ForbiddenError, NotFoundError
-from framework.api.records import ConnectorTaskId
-from framework.api.secrets import HIDDEN, is_secret, redact, restore_hidden, scrub, secret_values
-from framework.plugins import PluginRegistry, full_name
-from framework.runtime.connector_config import CONNECTOR_CONFIG_DEF
-from framework.runtime import sink_offsets
-from framework.runtime.herder import Herder
-from framework.runtime.converters import validate_converters
-from framework.runtime.sink_config import add_topic_errors, connector_config_def
-from framework.runtime.supervisor import Supervisor
-from framework.runtime.transform_config import alias_configs, iter_values, transform_config_def
-from framework.runtime.worker import Worker
-from framework.storage.configs import ConfigStore, TargetState
-from framework.storage.offsets import OffsetStore
-from framework.storage.status import State, StatusStore
+from mirrorline import __version__
+from mirrorline.api.config import Config, ConfigDef, ConfigValue
+from mirrorline.api.connector import Connector, SourceConnector
+from mirrorline.api.errors import BadRequestError, ForbiddenError, NotFoundError
+from mirrorline.api.records import ConnectorTaskId
+from mirrorline.api.secrets import HIDDEN, is_secret, redact, restore_hidden, scrub, secret_values
+from mirrorline.plugins import PluginRegistry, full_name
+from mirrorline.runtime.connector_config import CONNECTOR_CONFIG_DEF
+from mirrorline.runtime import sink_offsets
+from mirrorline.runtime.herder import Herder
+from mirrorline.runtime.converters import validate_converters
+from mirrorline.runtime.sink_config import add_topic_errors, connector_config_def
+from mirrorline.runtime.supervisor import Supervisor
+from mirrorline.runtime.transform_config import alias_configs, iter_values, transform_config_def
+from mirrorline.runtime.worker import Worker
+from mirrorline.storage.configs import ConfigStore, TargetState
+from mirrorline.storage.offsets import OffsetStore
+from mirrorline.storage.status import State, StatusStore
 
 log = logging.getLogger(__name__)
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from framework.api.config_provider import ConfigProvider
-from framework.clients.configfile import parse_properties
-from framework.api.errors import ConfigError
+from mirrorline.api.config_provider import ConfigProvider
+from mirrorline.clients.configfile import parse_properties
+from mirrorline.api.errors import ConfigError
 
 #: Worker setting listing the provider names.
 CONFIG_PROVIDERS = "config.providers"

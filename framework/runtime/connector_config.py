@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from framework.api.config import ConfigDef, ConfigKey, Importance, NonEmptyString, Range, Type, Validator
-from framework.runtime.converters import converter_keys
-from framework.runtime.error_handling import ERROR_CONFIG_KEYS
+from mirrorline.api.config import ConfigDef, ConfigKey, Importance, NonEmptyString, Range, Type, Validator
+from mirrorline.runtime.converters import converter_keys
+from mirrorline.runtime.error_handling import ERROR_CONFIG_KEYS
 
 COMMON_GROUP = "Common"
 TRANSFORMS_GROUP = "Transforms"

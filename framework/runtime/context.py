@@ -6,14 +6,14 @@ import asyncio
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
-from framework.api.clients import KafkaClients
-from framework.api.context import ConnectorContext, OffsetReader, SourceTaskContext
-from framework.api.errors import ConnectError
-from framework.api.records import ConnectorTaskId
-from framework.api.sink import ErrantRecordReporter, SinkTaskContext, TopicPartition
-from framework.clients.runtime_clients import KAFKA_CLIENTS
-from framework.runtime.background import BackgroundTasks
-from framework.storage.offsets import OffsetStore
+from mirrorline.api.clients import KafkaClients
+from mirrorline.api.context import ConnectorContext, OffsetReader, SourceTaskContext
+from mirrorline.api.errors import ConnectError
+from mirrorline.api.records import ConnectorTaskId
+from mirrorline.api.sink import ErrantRecordReporter, SinkTaskContext, TopicPartition
+from mirrorline.clients.runtime_clients import KAFKA_CLIENTS
+from mirrorline.runtime.background import BackgroundTasks
+from mirrorline.storage.offsets import OffsetStore
 
 
 class StoreOffsetReader(OffsetReader):

@@ -11,8 +11,8 @@ every role is ``ByteArrayConverter`` (Connect has no default for keys and values
 transforms, before the producer) and ``to_data`` on the sink path (after the consumer, before
 the transforms). When all three are pass-through (``is_passthrough``) callers skip conversion
 altogether, so the mirror path runs no converter code. A converter's failure is raised as a
-:class:`~framework.runtime.error_handling.StageError` naming the stage (key, value or header
-converter) and the class, for the :class:`~framework.runtime.error_handling.ErrorHandler`.
+:class:`~mirrorline.runtime.error_handling.StageError` naming the stage (key, value or header
+converter) and the class, for the :class:`~mirrorline.runtime.error_handling.ErrorHandler`.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from framework.api.config import ConfigKey, ConfigValue, Importance, Type
-from framework.api.converters import Converter, HeaderConverter, infer_schema
-from framework.api.errors import ConfigError, NotFoundError
-from framework.api.records import SinkRecord, SourceRecord
-from framework.converters.bytearray import ByteArrayConverter
-from framework.plugins import NamedClasses, PluginRegistry, full_name
-from framework.runtime.error_handling import Stage, StageError
+from mirrorline.api.config import ConfigKey, ConfigValue, Importance, Type
+from mirrorline.api.converters import Converter, HeaderConverter, infer_schema
+from mirrorline.api.errors import ConfigError, NotFoundError
+from mirrorline.api.records import SinkRecord, SourceRecord
+from mirrorline.converters.bytearray import ByteArrayConverter
+from mirrorline.plugins import NamedClasses, PluginRegistry, full_name
+from mirrorline.runtime.error_handling import Stage, StageError
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Every per-record operation the runtime runs for a task beyond the plain mirror p
 transform chain, a converter, a sink task's ``put`` of one record reported as errant) goes
 through :meth:`ErrorHandler.execute`, with the connector's ``errors.*`` settings:
 
-- a **retriable** failure (:class:`~framework.api.errors.RetriableError`, an aiokafka error
+- a **retriable** failure (:class:`~mirrorline.api.errors.RetriableError`, an aiokafka error
   marked retriable) is retried for up to ``errors.retry.timeout`` ms (0: never, -1: without
   end), with exponential back-off from 300 ms capped at ``errors.retry.delay.max.ms``;
 - a failure that is not retriable, or still fails when the retry time is up, is an **error**:
@@ -19,7 +19,7 @@ As in Connect, only the converter and transformation stages tolerate any excepti
 other stages (``TASK_PUT``, ``TASK_POLL``...) a non-retriable exception propagates unchanged.
 
 Metrics (Connect's ``task-error-metrics`` group, with its names in the help text) are
-Prometheus counters labelled ``connector`` and ``task``: see :mod:`framework.runtime.metrics`.
+Prometheus counters labelled ``connector`` and ``task``: see :mod:`mirrorline.runtime.metrics`.
 """
 
 from __future__ import annotations
@@ -33,17 +33,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from framework.api.config import ConfigKey, Importance, OneOf, Range, Type
-from framework.api.errors import ConnectError, RetriableError
-from framework.api.records import ConnectorTaskId, SinkRecord, SourceRecord
-from framework.runtime import metrics
+from mirrorline.api.config import ConfigKey, Importance, OneOf, Range, Type
+from mirrorline.api.errors import ConnectError, RetriableError
+from mirrorline.api.records import ConnectorTaskId, SinkRecord, SourceRecord
+from mirrorline.runtime import metrics
 
 log = logging.getLogger(__name__)
 
 ERRORS_GROUP = "Error Handling"
 
 #: Connect's ``errors.*`` settings every connector has (ConnectorConfig), declared once here and
-#: merged into the common connector settings (:mod:`framework.runtime.connector_config`).
+#: merged into the common connector settings (:mod:`mirrorline.runtime.connector_config`).
 ERROR_CONFIG_KEYS = (
     ConfigKey("errors.retry.timeout", Type.LONG, default=0, validator=Range(min=-1), importance=Importance.MEDIUM,
               group=ERRORS_GROUP, order=1, display_name="Retry Timeout for Errors",
@@ -275,8 +275,8 @@ class DeadLetterQueueReporter(ErrorReporter):
         from aiokafka.admin import AIOKafkaAdminClient, NewTopic
         from aiokafka.errors import TopicAlreadyExistsError, for_code
 
-        from framework.clients.kafka_clients import client_kwargs
-        from framework.clients.producer import RecordProducer
+        from mirrorline.clients.kafka_clients import client_kwargs
+        from mirrorline.clients.producer import RecordProducer
 
         topic = self._settings.dlq_topic
         admin_kwargs, _ = client_kwargs(self._client_props, "admin")

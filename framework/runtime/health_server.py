@@ -18,10 +18,10 @@ import logging
 
 from aiohttp import web
 
-from framework import __version__
-from framework.rest.routes_worker import HEALTH_STATUS
-from framework.runtime.herder import Herder
-from framework.runtime.process import Listener, _listen_error
+from mirrorline import __version__
+from mirrorline.rest.routes_worker import HEALTH_STATUS
+from mirrorline.runtime.herder import Herder
+from mirrorline.runtime.process import Listener, _listen_error
 
 log = logging.getLogger(__name__)
 

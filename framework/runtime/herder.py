@@ -3,7 +3,7 @@
 REST handlers and CLI commands are very simple wrappers of these methods: they parse a
 request, call one method, and map the result or the exception to a response. Every
 method is a coroutine running on the worker's event loop. Errors are
-:mod:`framework.api.errors` types: NotFoundError (404), AlreadyExistsError (409),
+:mod:`mirrorline.api.errors` types: NotFoundError (404), AlreadyExistsError (409),
 BadRequestError / ConfigError (400), RebalanceInProgressError (409).
 
 Return values are plain JSON-ready dicts and lists in Kafka Connect's REST shapes
@@ -15,8 +15,8 @@ Return values are plain JSON-ready dicts and lists in Kafka Connect's REST shape
 - TaskInfo ``{"id": {"connector", "task"}, "config"}``
 - ConnectorOffsets ``{"offsets": [{"partition": {...}, "offset": {...}}]}``
 
-Implementations: :class:`framework.runtime.standalone.StandaloneHerder` (one worker, file
-and memory stores) and :class:`framework.runtime.distributed.herder.DistributedHerder` (a
+Implementations: :class:`mirrorline.runtime.standalone.StandaloneHerder` (one worker, file
+and memory stores) and :class:`mirrorline.runtime.distributed.herder.DistributedHerder` (a
 cluster of workers sharing Kafka-backed stores, forwarding leader-only writes).
 """
 

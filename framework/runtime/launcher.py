@@ -5,7 +5,7 @@ configs, or (``distributed``) a DistributedHerder that joins its group and whose
 writes the connector configs. All run on this event loop until SIGTERM/SIGINT, then stop in
 reverse order, so every task flushes and stores its offsets. Workers started this way serve
 no REST API; with ``listeners`` the process serves ``/health`` and ``/metrics`` instead
-(:class:`~framework.runtime.health_server.HealthServer`), bound before any worker starts.
+(:class:`~mirrorline.runtime.health_server.HealthServer`), bound before any worker starts.
 """
 
 from __future__ import annotations
@@ -16,21 +16,21 @@ import logging
 import os
 import socket
 
-from framework.api.errors import NotFoundError
-from framework.api.launcher import WorkerLauncher, WorkerSpec
-from framework.clients.runtime_clients import KAFKA_CLIENTS
-from framework.plugins import PluginRegistry
-from framework.runtime.abstract_herder import validate_or_raise
-from framework.runtime.config_providers import resolve_worker_settings
-from framework.runtime.health_server import HealthServer
-from framework.runtime.process import StopSignals, check_listener_free, kafka_cluster_id, parse_listener
-from framework.runtime.distributed.herder import DistributedHerder
-from framework.runtime.herder import Herder
-from framework.runtime.standalone import StandaloneHerder
-from framework.runtime.worker_config import DISTRIBUTED_CONFIG_DEF, WORKER_CONFIG_DEF
-from framework.storage.configs import TargetState
-from framework.storage.kafka_configs import KafkaConfigStore
-from framework.storage import FileOffsetStore, MemoryConfigStore, MemoryOffsetStore, MemoryStatusStore
+from mirrorline.api.errors import NotFoundError
+from mirrorline.api.launcher import WorkerLauncher, WorkerSpec
+from mirrorline.clients.runtime_clients import KAFKA_CLIENTS
+from mirrorline.plugins import PluginRegistry
+from mirrorline.runtime.abstract_herder import validate_or_raise
+from mirrorline.runtime.config_providers import resolve_worker_settings
+from mirrorline.runtime.health_server import HealthServer
+from mirrorline.runtime.process import StopSignals, check_listener_free, kafka_cluster_id, parse_listener
+from mirrorline.runtime.distributed.herder import DistributedHerder
+from mirrorline.runtime.herder import Herder
+from mirrorline.runtime.standalone import StandaloneHerder
+from mirrorline.runtime.worker_config import DISTRIBUTED_CONFIG_DEF, WORKER_CONFIG_DEF
+from mirrorline.storage.configs import TargetState
+from mirrorline.storage.kafka_configs import KafkaConfigStore
+from mirrorline.storage import FileOffsetStore, MemoryConfigStore, MemoryOffsetStore, MemoryStatusStore
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ class ProcessLauncher(WorkerLauncher):
             await store.stop()
 
     async def run_job(self, job, settings, *, client_settings=None):
-        from framework.spark.runner import JobRunner  # the Spark backend loads only when a job runs
+        from mirrorline.spark.runner import JobRunner  # the Spark backend loads only when a job runs
 
         runner = JobRunner(self.plugins.jobs(), self.clients, self.plugins.config_provider_classes())
         return await runner.run(job, settings, client_settings)

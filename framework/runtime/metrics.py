@@ -2,7 +2,7 @@
 
 Connect reports task states through ``connect-worker-metrics`` (``connector-failed-task-count``
 and friends) and has no automatic restarts; mirrorline restarts failed connectors and tasks
-by itself (:mod:`framework.runtime.supervisor`), so it also counts failures and restarts.
+by itself (:mod:`mirrorline.runtime.supervisor`), so it also counts failures and restarts.
 Labels: ``connector`` and, for tasks, ``task`` (the task number).
 """
 
@@ -28,7 +28,7 @@ TASK_RETRYING = Gauge(_PREFIX + "task_retrying",
                       "available yet...).", ("connector", "task"))
 
 #: Connect's task-error-metrics group (RetryWithToleranceOperator / ErrorHandlingMetrics), by Connect's
-#: metric name; counted by :mod:`framework.runtime.error_handling`.
+#: metric name; counted by :mod:`mirrorline.runtime.error_handling`.
 TASK_ERROR_METRICS = {
     name: Counter(_PREFIX + "task_error_metrics_" + name.replace("-", "_"), f"Connect's {name}: {doc}",
                   ("connector", "task"))

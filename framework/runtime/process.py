@@ -24,11 +24,11 @@ from urllib.parse import urlparse
 
 from aiokafka.admin import AIOKafkaAdminClient
 
-from framework.api.config import Config
-from framework.api.errors import ConfigError, ConnectError
-from framework.clients.kafka_clients import client_kwargs
-from framework.plugins import PluginRegistry
-from framework.runtime.herder import Herder
+from mirrorline.api.config import Config
+from mirrorline.api.errors import ConfigError, ConnectError
+from mirrorline.clients.kafka_clients import client_kwargs
+from mirrorline.plugins import PluginRegistry
+from mirrorline.runtime.herder import Herder
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +60,8 @@ def rest_security(worker_config: Any, listener: Listener, *, session_keys: Calla
     credentials/JAAS file or key store. Logs a WARNING when the API would listen beyond
     loopback without any authentication.
     """
-    from framework.rest.auth import rest_auth_from_config, warn_if_open
-    from framework.rest.tls import RestSslSettings, server_ssl_context
+    from mirrorline.rest.auth import rest_auth_from_config, warn_if_open
+    from mirrorline.rest.tls import RestSslSettings, server_ssl_context
 
     auth = rest_auth_from_config(worker_config, session_keys=session_keys, environ=environ)
     context = None
@@ -78,7 +78,7 @@ def forwarding_ssl_context(worker_config: Any, listener: Listener) -> ssl.SSLCon
     """The client SSLContext for requests to other workers (None when the cluster speaks plain http)."""
     if listener.scheme != "https":
         return None
-    from framework.rest.tls import RestSslSettings, client_ssl_context
+    from mirrorline.rest.tls import RestSslSettings, client_ssl_context
 
     return client_ssl_context(RestSslSettings.from_config(worker_config))
 
@@ -170,9 +170,9 @@ async def serve(herder: Herder, listener: Listener, *, on_started: Callable[[str
     caller (a distributed herder is not started yet, and stopping one that never started would
     wait for its event loop). Callers check the port first with :func:`check_listener_free`, so
     this only happens when another process takes the port in between. ``auth`` (a
-    :class:`~framework.rest.auth.RestAuth`) and ``ssl_context`` come from :func:`rest_security`.
+    :class:`~mirrorline.rest.auth.RestAuth`) and ``ssl_context`` come from :func:`rest_security`.
     """
-    from framework.rest.app import RestServer
+    from mirrorline.rest.app import RestServer
 
     server = RestServer(herder, auth=auth, ssl_context=ssl_context)
     with StopSignals(stop_event or asyncio.Event()) as stop:

@@ -13,11 +13,11 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from framework.api.config import ConfigDef, ConfigKey, ConfigValue, Importance, Type, Validator, split_list
-from framework.api.connector import Connector
-from framework.api.errors import ConfigError
-from framework.runtime.connector_config import CONNECTOR_CONFIG_DEF
-from framework.runtime.error_handling import DLQ_CONFIG_KEYS
+from mirrorline.api.config import ConfigDef, ConfigKey, ConfigValue, Importance, Type, Validator, split_list
+from mirrorline.api.connector import Connector
+from mirrorline.api.errors import ConfigError
+from mirrorline.runtime.connector_config import CONNECTOR_CONFIG_DEF
+from mirrorline.runtime.error_handling import DLQ_CONFIG_KEYS
 
 TOPICS = "topics"
 TOPICS_REGEX = "topics.regex"

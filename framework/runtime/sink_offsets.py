@@ -16,11 +16,11 @@ from typing import Any
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.structs import TopicPartition
 
-from framework.api.errors import BadRequestError
-from framework.clients.kafka_admin import GroupNotEmptyError, alter_consumer_group_offsets, \
+from mirrorline.api.errors import BadRequestError
+from mirrorline.clients.kafka_admin import GroupNotEmptyError, alter_consumer_group_offsets, \
     delete_consumer_group_offsets
-from framework.clients.kafka_clients import client_kwargs
-from framework.runtime.sink_config import CONSUMER_OVERRIDE_PREFIX, CONSUMER_PREFIX
+from mirrorline.clients.kafka_clients import client_kwargs
+from mirrorline.runtime.sink_config import CONSUMER_OVERRIDE_PREFIX, CONSUMER_PREFIX
 
 TOPIC_KEY = "kafka_topic"
 PARTITION_KEY = "kafka_partition"

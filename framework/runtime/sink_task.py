@@ -17,7 +17,7 @@ new owner reads them from the committed offset).
 Errors: a converter or transform failing on a record goes through the connector's error
 handler (``errors.tolerance``: retried, then skipped and reported to the dead-letter queue, or
 the task fails with the record's topic, partition and offset). ``put`` raising
-:class:`~framework.api.errors.RetriableError` is retried with the same batch after a back-off,
+:class:`~mirrorline.api.errors.RetriableError` is retried with the same batch after a back-off,
 the partitions paused meanwhile so the group still sees the task polling; anything else fails
 the task (FAILED with its trace, logged and counted by the Worker). The task is RUNNING only
 while its loop runs.
@@ -34,18 +34,18 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.structs import TopicPartition as KafkaPartition
 
-from framework.api.config import split_list
-from framework.api.errors import ConnectError, RetriableError
-from framework.api.records import ConnectorTaskId, SinkRecord
-from framework.api.sink import ErrantRecordReporter, SinkTask, TopicPartition
-from framework.clients.kafka_clients import client_kwargs
-from framework.runtime import metrics
-from framework.runtime.bounded import bounded
-from framework.runtime.connector_config import PRODUCER_OVERRIDE_PREFIX
-from framework.runtime.context import WorkerSinkTaskContext
-from framework.runtime.converters import RecordConverters, build_converters
-from framework.runtime.error_handling import SKIP, ErrorHandler, Stage
-from framework.runtime.sink_config import (
+from mirrorline.api.config import split_list
+from mirrorline.api.errors import ConnectError, RetriableError
+from mirrorline.api.records import ConnectorTaskId, SinkRecord
+from mirrorline.api.sink import ErrantRecordReporter, SinkTask, TopicPartition
+from mirrorline.clients.kafka_clients import client_kwargs
+from mirrorline.runtime import metrics
+from mirrorline.runtime.bounded import bounded
+from mirrorline.runtime.connector_config import PRODUCER_OVERRIDE_PREFIX
+from mirrorline.runtime.context import WorkerSinkTaskContext
+from mirrorline.runtime.converters import RecordConverters, build_converters
+from mirrorline.runtime.error_handling import SKIP, ErrorHandler, Stage
+from mirrorline.runtime.sink_config import (
     CONSUMER_OVERRIDE_PREFIX,
     CONSUMER_PREFIX,
     TOPICS,
@@ -53,11 +53,11 @@ from framework.runtime.sink_config import (
     check_topics,
     topics_pattern,
 )
-from framework.runtime.transform_chain import TransformChain
-from framework.runtime.worker_config import PRODUCER_PREFIX
-from framework.runtime.task_runner import RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S, FailureCallback, StatusCallback, \
+from mirrorline.runtime.transform_chain import TransformChain
+from mirrorline.runtime.worker_config import PRODUCER_PREFIX
+from mirrorline.runtime.task_runner import RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S, FailureCallback, StatusCallback, \
     TaskRunner
-from framework.storage.status import State
+from mirrorline.storage.status import State
 
 log = logging.getLogger(__name__)
 

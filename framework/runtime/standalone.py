@@ -13,14 +13,14 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from framework.api.errors import AlreadyExistsError, NotFoundError
-from framework.api.records import ConnectorTaskId
-from framework.plugins import PluginRegistry
-from framework.runtime.abstract_herder import AbstractHerder
-from framework.runtime.background import BackgroundTasks
-from framework.storage.configs import ConfigStore, TargetState
-from framework.storage.offsets import OffsetStore
-from framework.storage.status import State, StatusStore
+from mirrorline.api.errors import AlreadyExistsError, NotFoundError
+from mirrorline.api.records import ConnectorTaskId
+from mirrorline.plugins import PluginRegistry
+from mirrorline.runtime.abstract_herder import AbstractHerder
+from mirrorline.runtime.background import BackgroundTasks
+from mirrorline.storage.configs import ConfigStore, TargetState
+from mirrorline.storage.offsets import OffsetStore
+from mirrorline.storage.status import State, StatusStore
 
 log = logging.getLogger(__name__)
 

@@ -6,13 +6,13 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from framework.api.errors import ConnectError
-from framework.runtime.config_providers import resolve_worker_settings
-from framework.runtime.process import (check_listener_free, kafka_cluster_id, load_plugins, parse_listener,
+from mirrorline.api.errors import ConnectError
+from mirrorline.runtime.config_providers import resolve_worker_settings
+from mirrorline.runtime.process import (check_listener_free, kafka_cluster_id, load_plugins, parse_listener,
                                        rest_security, serve, worker_id_for)
-from framework.runtime.standalone import StandaloneHerder
-from framework.runtime.worker_config import WORKER_CONFIG_DEF
-from framework.storage import FileOffsetStore, MemoryConfigStore, MemoryOffsetStore, MemoryStatusStore
+from mirrorline.runtime.standalone import StandaloneHerder
+from mirrorline.runtime.worker_config import WORKER_CONFIG_DEF
+from mirrorline.storage import FileOffsetStore, MemoryConfigStore, MemoryOffsetStore, MemoryStatusStore
 
 log = logging.getLogger(__name__)
 

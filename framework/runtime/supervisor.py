@@ -1,7 +1,7 @@
 """Supervisor: what happens when a connector or task fails, written once for every herder.
 
 A failure (an exception escaping ``start``, ``poll``, a runtime loop, ``task_configs``, or a
-connector's ``raise_error``) is recorded by the :class:`~framework.runtime.worker.Worker` as
+connector's ``raise_error``) is recorded by the :class:`~mirrorline.runtime.worker.Worker` as
 FAILED with its trace, an ERROR log line and a metric. The Worker then tells the supervisor,
 which restarts the failed instance after an exponential back-off
 (``restart.backoff.initial.ms`` doubling up to ``restart.backoff.max.ms``), as long as
@@ -23,10 +23,10 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from framework.api.config import Config
-from framework.api.records import ConnectorTaskId
-from framework.runtime import metrics
-from framework.runtime.background import BackgroundTasks
+from mirrorline.api.config import Config
+from mirrorline.api.records import ConnectorTaskId
+from mirrorline.runtime import metrics
+from mirrorline.runtime.background import BackgroundTasks
 
 log = logging.getLogger(__name__)
 

@@ -23,15 +23,15 @@ from typing import Any
 
 from aiokafka.errors import KafkaError
 
-from framework.api.errors import ConnectError
-from framework.api.records import ConnectorTaskId
-from framework.runtime import metrics
-from framework.runtime.background import BackgroundTasks
-from framework.runtime.bounded import bounded
-from framework.runtime.converters import RecordConverters
-from framework.runtime.error_handling import ErrorHandler, ErrorSettings
-from framework.runtime.transform_chain import TransformChain
-from framework.storage.status import State
+from mirrorline.api.errors import ConnectError
+from mirrorline.api.records import ConnectorTaskId
+from mirrorline.runtime import metrics
+from mirrorline.runtime.background import BackgroundTasks
+from mirrorline.runtime.bounded import bounded
+from mirrorline.runtime.converters import RecordConverters
+from mirrorline.runtime.error_handling import ErrorHandler, ErrorSettings
+from mirrorline.runtime.transform_chain import TransformChain
+from mirrorline.storage.status import State
 
 log = logging.getLogger(__name__)
 

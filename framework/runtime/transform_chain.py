@@ -3,13 +3,13 @@
 One chain per task, built from the connector config when the task starts and closed when it
 stops. It knows nothing of sources or sinks: ``apply(record)`` returns the transformed record
 or None (dropped), so the source path (between ``poll()`` and the producer, in
-:class:`~framework.runtime.worker_task.WorkerSourceTask`) and a future sink path (between the
+:class:`~mirrorline.runtime.worker_task.WorkerSourceTask`) and a future sink path (between the
 consumer and ``put()``) share it. A connector without ``transforms`` gets no chain at all
 (``build_chain`` returns None), and the task's hot path then runs no transform code.
 
 A transform or predicate that raises is reported as a :class:`TransformError` naming the
 alias and the record (topic, partition and source offset), at the ``TRANSFORMATION`` stage; the
-task's :class:`~framework.runtime.error_handling.ErrorHandler` then fails the task or, with
+task's :class:`~mirrorline.runtime.error_handling.ErrorHandler` then fails the task or, with
 ``errors.tolerance=all``, skips the record.
 """
 
@@ -20,11 +20,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from framework.api.records import SinkRecord, SourceRecord
-from framework.api.transforms import Predicate, Transformation
-from framework.plugins import PluginRegistry, full_name
-from framework.runtime.error_handling import Stage, StageError
-from framework.runtime.transform_config import (
+from mirrorline.api.records import SinkRecord, SourceRecord
+from mirrorline.api.transforms import Predicate, Transformation
+from mirrorline.plugins import PluginRegistry, full_name
+from mirrorline.runtime.error_handling import Stage, StageError
+from mirrorline.runtime.transform_config import (
     NEGATE,
     PREDICATE,
     TRANSFORMS,
@@ -107,7 +107,7 @@ class TransformChain:
 def build_chain(config: Mapping[str, Any], plugins: PluginRegistry) -> TransformChain | None:
     """The chain ``config`` (a connector config) asks for, or None when ``transforms`` is empty.
 
-    Raises :class:`~framework.api.errors.ConfigError` listing every problem, as validation
+    Raises :class:`~mirrorline.api.errors.ConfigError` listing every problem, as validation
     reports them (an unknown class, a bad setting, a missing predicate ...).
     """
     if not aliases(config, TRANSFORMS):

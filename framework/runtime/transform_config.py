@@ -20,9 +20,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from framework.api.config import Config, ConfigDef, ConfigKey, ConfigValue, Importance, Type, split_list
-from framework.api.errors import ConfigError, NotFoundError
-from framework.plugins import NamedClasses, PluginRegistry
+from mirrorline.api.config import Config, ConfigDef, ConfigKey, ConfigValue, Importance, Type, split_list
+from mirrorline.api.errors import ConfigError, NotFoundError
+from mirrorline.plugins import NamedClasses, PluginRegistry
 
 TRANSFORMS = "transforms"
 PREDICATES = "predicates"

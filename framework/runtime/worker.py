@@ -20,27 +20,27 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from framework.api.config import Config
-from framework.api.connector import Connector
-from framework.api.errors import ConfigError
-from framework.clients.kafka_clients import client_kwargs
-from framework.api.records import ConnectorTaskId
-from framework.api.secrets import scrub, secret_values
-from framework.plugins import PluginRegistry
-from framework.runtime import metrics
-from framework.runtime.bounded import bounded
-from framework.runtime.config_providers import ConfigResolver, has_references, provider_classes
-from framework.runtime.connector_config import PRODUCER_OVERRIDE_PREFIX
-from framework.runtime.context import StoreOffsetReader, WorkerConnectorContext
-from framework.runtime.worker_config import PRODUCER_PREFIX
-from framework.runtime.sink_config import connector_config_def, is_sink
-from framework.runtime.sink_task import build_worker_sink_task
-from framework.runtime.converters import source_converters, validate_converters
-from framework.runtime.error_handling import ErrorHandler
-from framework.runtime.transform_chain import build_chain
-from framework.runtime.worker_task import WorkerSourceTask
-from framework.storage.offsets import OffsetStore
-from framework.storage.status import State, Status, StatusStore
+from mirrorline.api.config import Config
+from mirrorline.api.connector import Connector
+from mirrorline.api.errors import ConfigError
+from mirrorline.clients.kafka_clients import client_kwargs
+from mirrorline.api.records import ConnectorTaskId
+from mirrorline.api.secrets import scrub, secret_values
+from mirrorline.plugins import PluginRegistry
+from mirrorline.runtime import metrics
+from mirrorline.runtime.bounded import bounded
+from mirrorline.runtime.config_providers import ConfigResolver, has_references, provider_classes
+from mirrorline.runtime.connector_config import PRODUCER_OVERRIDE_PREFIX
+from mirrorline.runtime.context import StoreOffsetReader, WorkerConnectorContext
+from mirrorline.runtime.worker_config import PRODUCER_PREFIX
+from mirrorline.runtime.sink_config import connector_config_def, is_sink
+from mirrorline.runtime.sink_task import build_worker_sink_task
+from mirrorline.runtime.converters import source_converters, validate_converters
+from mirrorline.runtime.error_handling import ErrorHandler
+from mirrorline.runtime.transform_chain import build_chain
+from mirrorline.runtime.worker_task import WorkerSourceTask
+from mirrorline.storage.offsets import OffsetStore
+from mirrorline.storage.status import State, Status, StatusStore
 
 log = logging.getLogger(__name__)
 

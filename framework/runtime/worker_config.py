@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from framework.api.config import ConfigDef, ConfigKey, Importance, OneOf, Range, Type
-from framework.runtime.converters import converter_keys
+from mirrorline.api.config import ConfigDef, ConfigKey, Importance, OneOf, Range, Type
+from mirrorline.runtime.converters import converter_keys
 
 #: Prefix of the settings that configure TLS of an ``https://`` REST listener only. As in Connect,
 #: it is all or nothing: once any ``listeners.https.*`` setting is given, the worker's ``ssl.*``

@@ -3,22 +3,22 @@
 Delivery: records are written with acks=all and idempotence, one producer per task, so
 records of a Kafka partition keep the order ``poll`` returned them in. Offsets are stored
 every ``offset.flush.interval.ms`` and on stop, only up to the last record acknowledged
-together with all before it (:class:`~framework.runtime.offset_tracker.OffsetTracker`).
+together with all before it (:class:`~mirrorline.runtime.offset_tracker.OffsetTracker`).
 A crash therefore re-sends at most the records after the last flush: at-least-once.
 
 Transforms (``transforms=...``): each record ``poll`` returns goes through the connector's
-:class:`~framework.runtime.transform_chain.TransformChain` before the producer. A dropped
+:class:`~mirrorline.runtime.transform_chain.TransformChain` before the producer. A dropped
 record counts as done in its place (its offset commits once the records before it are
 acknowledged); ``commit_record`` gets the record as ``poll`` returned it, with ``None``
 metadata for a dropped one. Converters (``key.converter``... other than ByteArrayConverter) run
 after the transforms, and both run under the connector's
-:class:`~framework.runtime.error_handling.ErrorHandler`: a record that fails either fails the
+:class:`~mirrorline.runtime.error_handling.ErrorHandler`: a record that fails either fails the
 task (``errors.tolerance=none``, the trace naming stage, class, topic, partition and offset) or
 is dropped like a filtered record and counted (``errors.tolerance=all``). Without transforms
 and with pass-through converters the loop is the plain one.
 
 Record batches (beyond Connect): in that plain case the task's context says ``accepts_batches``
-and ``poll`` may also return :class:`~framework.api.records.SourceBatch` items, which the
+and ``poll`` may also return :class:`~mirrorline.api.records.SourceBatch` items, which the
 producer writes whole (:meth:`RecordProducer.send_record_batch`); their source offset is tracked
 like a record's, and the task gets ``commit_batch`` with the first record's offset.
 
@@ -42,18 +42,18 @@ from typing import Any
 
 from aiokafka.errors import KafkaError, KafkaTimeoutError
 
-from framework.api.context import OffsetReader
-from framework.api.errors import ConnectError, RetriableError
-from framework.clients.producer import RecordProducer
-from framework.api.records import ConnectorTaskId, RecordMetadata, SourceBatch, SourceRecord
-from framework.api.task import SourceTask
-from framework.runtime import metrics
-from framework.runtime.bounded import bounded
-from framework.runtime.context import WorkerSourceTaskContext
-from framework.runtime.converters import RecordConverters
-from framework.runtime.error_handling import SKIP, ErrorHandler, Stage
-from framework.runtime.offset_tracker import OffsetTracker, TransformedOffsetTracker
-from framework.runtime.task_runner import (
+from mirrorline.api.context import OffsetReader
+from mirrorline.api.errors import ConnectError, RetriableError
+from mirrorline.clients.producer import RecordProducer
+from mirrorline.api.records import ConnectorTaskId, RecordMetadata, SourceBatch, SourceRecord
+from mirrorline.api.task import SourceTask
+from mirrorline.runtime import metrics
+from mirrorline.runtime.bounded import bounded
+from mirrorline.runtime.context import WorkerSourceTaskContext
+from mirrorline.runtime.converters import RecordConverters
+from mirrorline.runtime.error_handling import SKIP, ErrorHandler, Stage
+from mirrorline.runtime.offset_tracker import OffsetTracker, TransformedOffsetTracker
+from mirrorline.runtime.task_runner import (
     RETRY_BACKOFF_MAX_S,
     RETRY_BACKOFF_S,
     STALLED,
@@ -61,9 +61,9 @@ from framework.runtime.task_runner import (
     StatusCallback,
     TaskRunner,
 )
-from framework.runtime.transform_chain import TransformChain
-from framework.storage.offsets import OffsetStore, partition_key
-from framework.storage.status import State
+from mirrorline.runtime.transform_chain import TransformChain
+from mirrorline.storage.offsets import OffsetStore, partition_key
+from mirrorline.storage.status import State
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ pyspark's wheel carries Spark's jars but not the Kafka connector. Its version mu
 installed pyspark's (``spark-sql-kafka-0-10_2.13:<pyspark version>``); Maven Central has it for
 4.2.0 but not for 4.2.1 or 4.3.0 (checked 2026-11-23), which is why the ``spark`` extra pins
 pyspark. The connector and its runtime dependencies are fetched once with Maven into
-``<cache>/spark-kafka-<version>/libs`` (the cache of :mod:`framework.localkafka.artifacts`);
+``<cache>/spark-kafka-<version>/libs`` (the cache of :mod:`mirrorline.localkafka.artifacts`);
 jars pyspark already ships (slf4j, lz4, snappy, zstd ...) are left out so that one copy of each
 class is on the classpath. Later sessions start without touching the network.
 """
@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from framework.localkafka.artifacts import resolve_maven_classpath
-from framework.localkafka.errors import LocalKafkaError
-from framework.spark.errors import SparkUnavailable
+from mirrorline.localkafka.artifacts import resolve_maven_classpath
+from mirrorline.localkafka.errors import LocalKafkaError
+from mirrorline.spark.errors import SparkUnavailable
 
 SCALA_BINARY = "2.13"
 
@@ -60,7 +60,7 @@ def spark_kafka_jars(spark_version: str, spark_jars_dir: Path, cache_dir: Path |
 
 def prefetch() -> None:
     """Download the Kafka connector for the installed pyspark now (``scripts/bootstrap``); no-op when cached."""
-    from framework.spark.session import import_pyspark
+    from mirrorline.spark.session import import_pyspark
 
     pyspark = import_pyspark()
     spark_kafka_jars(pyspark.__version__, Path(pyspark.__file__).parent / "jars")

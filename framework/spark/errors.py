@@ -1,6 +1,6 @@
 """The one error type of the Spark backend: a one-line reason the session or a job cannot go on."""
 
-from framework.api.errors import ConnectError
+from mirrorline.api.errors import ConnectError
 
 
 class SparkUnavailable(ConnectError):

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from framework.api.errors import ConfigError
-from framework.clients.jaas import single_login_module
+from mirrorline.api.errors import ConfigError
+from mirrorline.clients.jaas import single_login_module
 
 #: Settings librdkafka takes under the same name and meaning as Kafka's Java producer.
 SAME_NAME = frozenset({

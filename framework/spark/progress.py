@@ -7,7 +7,7 @@ import sys
 import time
 from typing import TextIO
 
-from framework.api.jobs import Progress
+from mirrorline.api.jobs import Progress
 
 #: Seconds between two log lines when the output is not a terminal.
 LOG_EVERY_S = 5.0

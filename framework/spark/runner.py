@@ -1,4 +1,4 @@
-"""Runs plugin jobs (``register_jobs``) on Spark: the runtime side of :mod:`framework.api.jobs`.
+"""Runs plugin jobs (``register_jobs``) on Spark: the runtime side of :mod:`mirrorline.api.jobs`.
 
 :class:`JobRunner` parses a job's settings with its ConfigDef, gives it a
 :class:`SparkJobContext` and runs it on the caller's event loop. The SparkSession is built on
@@ -17,10 +17,10 @@ import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from framework.api.clients import KafkaClients
-from framework.api.errors import ConfigError, ConnectError
-from framework.api.jobs import Job, JobContext, Progress, SourceOffsets
-from framework.spark.progress import make_progress
+from mirrorline.api.clients import KafkaClients
+from mirrorline.api.errors import ConfigError, ConnectError
+from mirrorline.api.jobs import Job, JobContext, Progress, SourceOffsets
+from mirrorline.spark.progress import make_progress
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class SparkJobContext(JobContext):
     def spark(self):
         with self._lock:  # the job may touch it from several threads; one session
             if self._session is None:
-                from framework.spark.session import spark_session, ui_url
+                from mirrorline.spark.session import spark_session, ui_url
 
                 self._session = spark_session(self.settings)
                 url = ui_url(self._session)
@@ -89,7 +89,7 @@ class SparkJobContext(JobContext):
             return self._session
 
     def check_spark(self) -> None:
-        from framework.spark.session import DEFAULT_MASTER, check_java, check_master, import_pyspark
+        from mirrorline.spark.session import DEFAULT_MASTER, check_java, check_master, import_pyspark
 
         import_pyspark()
         check_java()
@@ -101,13 +101,13 @@ class SparkJobContext(JobContext):
         return dict(self._client_settings[cluster])
 
     def read_kafka(self, cluster, ranges):
-        from framework.spark.kafka import kafka_options, read_ranges
+        from mirrorline.spark.kafka import kafka_options, read_ranges
 
         return read_ranges(self.spark, kafka_options(self.client_settings(cluster)), ranges)
 
     def write_kafka(self, frame, cluster, targets, sync_every):
-        from framework.spark.producer_settings import librdkafka_settings
-        from framework.spark.writer import write_ranges
+        from mirrorline.spark.producer_settings import librdkafka_settings
+        from mirrorline.spark.writer import write_ranges
 
         settings = librdkafka_settings(self.client_settings(cluster))
         try:
@@ -150,8 +150,8 @@ class SparkJobContext(JobContext):
 
     @contextlib.asynccontextmanager
     async def source_offsets(self, worker_settings: Mapping[str, str]) -> AsyncIterator[SourceOffsets]:
-        from framework.runtime.config_providers import resolve_worker_settings
-        from framework.storage.kafka_offsets import KafkaOffsetStore
+        from mirrorline.runtime.config_providers import resolve_worker_settings
+        from mirrorline.storage.kafka_offsets import KafkaOffsetStore
 
         raw = await asyncio.to_thread(resolve_worker_settings, dict(worker_settings), self._config_providers)
         store = KafkaOffsetStore.from_config({k: str(v) for k, v in raw.items()})
@@ -180,7 +180,7 @@ class JobRunner:
     async def run(self, name: str, settings: Mapping[str, str],
                   client_settings: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
         """Run job ``name``; its summary, or its ConnectError/ConfigError (Spark stopped either way)."""
-        from framework.api.errors import NotFoundError
+        from mirrorline.api.errors import NotFoundError
 
         if name not in self.jobs:
             raise NotFoundError(f"no job named {name!r} is installed; installed jobs: {', '.join(self.jobs) or 'none'}")

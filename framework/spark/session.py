@@ -3,7 +3,7 @@
 Embedded ``local[*]`` by default: nothing to set up beyond ``pip install 'mirrorline[spark]'``
 and Java 17+. ``spark.master`` selects a standalone cluster (``spark://host:7077``) or
 Kubernetes (``k8s://...``); every ``spark.*`` setting is passed to the builder unchanged.
-Spark's Kafka connector is added from the project's cache (see :mod:`framework.spark.artifacts`).
+Spark's Kafka connector is added from the project's cache (see :mod:`mirrorline.spark.artifacts`).
 
 What is decided here and not left to the settings: speculation stays off (two attempts of one
 task would write one partition twice, out of order), and executors run this process's Python
@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from framework.localkafka.artifacts import default_cache_dir
-from framework.spark.artifacts import spark_kafka_jars
-from framework.spark.errors import SparkUnavailable
+from mirrorline.localkafka.artifacts import default_cache_dir
+from mirrorline.spark.artifacts import spark_kafka_jars
+from mirrorline.spark.errors import SparkUnavailable
 
 if TYPE_CHECKING:  # pyspark is an optional dependency
     from pyspark.sql import SparkSession

@@ -23,8 +23,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from framework.spark.errors import SparkUnavailable
-from framework.spark.session import check_java, import_pyspark
+from mirrorline.spark.errors import SparkUnavailable
+from mirrorline.spark.session import check_java, import_pyspark
 
 
 def free_port() -> int:

@@ -2,8 +2,8 @@
 
 Spark's built-in Kafka sink ignores the ``timestamp`` column (every copy would get the write
 time), so records are written by a Python function run with ``mapInArrow``, one librdkafka
-producer per Spark task (see :mod:`framework.spark.producer_settings` for why librdkafka). The
-input comes from :func:`framework.spark.kafka.read_ranges` without a shuffle, so each Spark task
+producer per Spark task (see :mod:`mirrorline.spark.producer_settings` for why librdkafka). The
+input comes from :func:`mirrorline.spark.kafka.read_ranges` without a shuffle, so each Spark task
 holds one source partition in offset order and writes it with an idempotent producer: the copy
 keeps the source's order.
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from framework.api.jobs import PartitionTarget, WriteResult
+from mirrorline.api.jobs import PartitionTarget, WriteResult
 
 if TYPE_CHECKING:  # optional dependencies
     import pyarrow
@@ -38,7 +38,7 @@ FLUSH_TIMEOUT_S = 300.0
 
 def write_ranges(frame: DataFrame, producer_settings: Mapping[str, str],
                  targets: Mapping[tuple[str, int], PartitionTarget], sync_every: int) -> WriteResult:
-    """Write ``frame`` (columns of :func:`~framework.spark.kafka.read_ranges`) to the targets; blocking.
+    """Write ``frame`` (columns of :func:`~mirrorline.spark.kafka.read_ranges`) to the targets; blocking.
 
     Raises the Spark error of a failed task (after Spark's retries) with its first line.
     """

@@ -6,13 +6,13 @@ topic-backed implementations for the distributed mode implement the same interfa
 connectors and the herder never know which one they use.
 """
 
-from framework.storage.configs import ConfigStore, MemoryConfigStore, TargetState
-from framework.storage.kafka_configs import KafkaConfigStore
-from framework.storage.kafka_log import KafkaBasedLog
-from framework.storage.kafka_offsets import KafkaOffsetStore
-from framework.storage.kafka_status import KafkaStatusStore
-from framework.storage.offsets import FileOffsetStore, MemoryOffsetStore, OffsetStore, partition_key
-from framework.storage.status import MemoryStatusStore, State, Status, StatusStore
+from mirrorline.storage.configs import ConfigStore, MemoryConfigStore, TargetState
+from mirrorline.storage.kafka_configs import KafkaConfigStore
+from mirrorline.storage.kafka_log import KafkaBasedLog
+from mirrorline.storage.kafka_offsets import KafkaOffsetStore
+from mirrorline.storage.kafka_status import KafkaStatusStore
+from mirrorline.storage.offsets import FileOffsetStore, MemoryOffsetStore, OffsetStore, partition_key
+from mirrorline.storage.status import MemoryStatusStore, State, Status, StatusStore
 
 __all__ = ["ConfigStore", "FileOffsetStore", "KafkaBasedLog", "KafkaConfigStore", "KafkaOffsetStore",
            "KafkaStatusStore", "MemoryConfigStore", "MemoryOffsetStore", "MemoryStatusStore", "OffsetStore", "State",

@@ -46,8 +46,8 @@ from typing import Any
 
 from aiokafka import ConsumerRecord
 
-from framework.storage.configs import ConfigStore, TargetState
-from framework.storage.kafka_log import KafkaBasedLog, LogBackedStore, storage_settings
+from mirrorline.storage.configs import ConfigStore, TargetState
+from mirrorline.storage.kafka_log import KafkaBasedLog, LogBackedStore, storage_settings
 
 log = logging.getLogger(__name__)
 

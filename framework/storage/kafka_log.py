@@ -45,8 +45,8 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import for_code
 from aiokafka.structs import RecordMetadata
 
-from framework.clients.kafka_clients import client_kwargs
-from framework.clients.producer import RecordProducer
+from mirrorline.clients.kafka_clients import client_kwargs
+from mirrorline.clients.producer import RecordProducer
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ look offsets up by the exact key bytes, so connectors that share an offsets topi
 Connect must hand over partitions in Java's order (MM2's connectors do). Records go to the
 partition the default partitioner picks for the key bytes (murmur2), as Java's do.
 
-Reads are by value: the in-memory map is keyed by :func:`~framework.storage.offsets.partition_key`,
+Reads are by value: the in-memory map is keyed by :func:`~mirrorline.storage.offsets.partition_key`,
 so a lookup finds a partition whatever its key order. ``get`` and ``all`` first read the topic
 to its end (a task moving from another worker must see that worker's final commit), then
 answer from memory. ``put`` writes the whole batch and waits for every acknowledgement, then
@@ -29,8 +29,8 @@ from typing import Any
 
 from aiokafka import ConsumerRecord
 
-from framework.storage.kafka_log import KafkaBasedLog, LogBackedStore, storage_settings
-from framework.storage.offsets import Offset, OffsetStore, Partition, partition_key
+from mirrorline.storage.kafka_log import KafkaBasedLog, LogBackedStore, storage_settings
+from mirrorline.storage.offsets import Offset, OffsetStore, Partition, partition_key
 
 log = logging.getLogger(__name__)
 

@@ -26,8 +26,8 @@ from typing import Any
 
 from aiokafka import ConsumerRecord
 
-from framework.storage.kafka_log import KafkaBasedLog, LogBackedStore, storage_settings
-from framework.storage.status import State, Status, StatusStore
+from mirrorline.storage.kafka_log import KafkaBasedLog, LogBackedStore, storage_settings
+from mirrorline.storage.status import State, Status, StatusStore
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Subclass :class:`ConnectorConformance` in a test module, name the class ``Test...`` and set
 ``connector_class``; pytest then runs every check on it::
 
-    from framework.testing.conformance import ConnectorConformance
+    from mirrorline.testing.conformance import ConnectorConformance
 
     class TestMySource(ConnectorConformance):
         connector_class = MySourceConnector
@@ -31,15 +31,15 @@ from typing import Any, ClassVar
 
 import pytest
 
-from framework.api.config import NO_DEFAULT, ConfigDef, ConfigValue
-from framework.api.connector import Connector
-from framework.api.records import ConnectorTaskId, SourceRecord
-from framework.api.task import SourceTask
-from framework.api.transforms import Transformation
-from framework.testing.plugin_kit import FakeConnectorContext, FakeSinkTaskContext, FakeSourceTaskContext
+from mirrorline.api.config import NO_DEFAULT, ConfigDef, ConfigValue
+from mirrorline.api.connector import Connector
+from mirrorline.api.records import ConnectorTaskId, SourceRecord
+from mirrorline.api.task import SourceTask
+from mirrorline.api.transforms import Transformation
+from mirrorline.testing.plugin_kit import FakeConnectorContext, FakeSinkTaskContext, FakeSourceTaskContext
 
 try:
-    from framework.api.sink import SinkTask
+    from mirrorline.api.sink import SinkTask
 except ImportError:  # pragma: no cover - an API without sinks
     SinkTask = None  # type: ignore[assignment,misc]
 
@@ -106,7 +106,7 @@ class ConnectorConformance:
 
     # -- lifecycle ------------------------------------------------------------------------
     def _parsed(self, settings: Mapping[str, str]) -> Any:
-        from framework.runtime.connector_config import CONNECTOR_CONFIG_DEF
+        from mirrorline.runtime.connector_config import CONNECTOR_CONFIG_DEF
 
         raw = {"name": "conformance", "connector.class": self.connector_class.__name__, **settings}
         return CONNECTOR_CONFIG_DEF.merged(self.connector_class.config_def).parse(raw)

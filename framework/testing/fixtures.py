@@ -1,8 +1,8 @@
-"""pytest fixtures backed by real Apache Kafka clusters started with :mod:`framework.localkafka`.
+"""pytest fixtures backed by real Apache Kafka clusters started with :mod:`mirrorline.localkafka`.
 
 - ``kafka_clusters``: session-scoped dict of two clusters, ``"A"`` and ``"B"``, started once
   (in parallel) on free loopback ports under a temporary directory and stopped at the end.
-- ``cluster_a`` / ``cluster_b``: their :class:`~framework.localkafka.cluster.ClusterSpec`.
+- ``cluster_a`` / ``cluster_b``: their :class:`~mirrorline.localkafka.cluster.ClusterSpec`.
 - ``unique_name``: makes names (topics, groups, connectors) unique to the calling test.
 - ``make_topic``: creates a topic with a unique name on a cluster and returns its name.
 """
@@ -16,8 +16,8 @@ import uuid
 
 import pytest
 
-from framework.localkafka.cluster import port_is_free
-from framework.localkafka.manager import PORT_STRIDE, LocalKafka
+from mirrorline.localkafka.cluster import port_is_free
+from mirrorline.localkafka.manager import PORT_STRIDE, LocalKafka
 
 
 def _free_base_port(count: int) -> int:
@@ -73,10 +73,10 @@ def unique_name(request):
 def make_topic(unique_name):
     """``await make_topic(cluster, partitions=3, prefix="t", config={})`` creates a fresh topic.
 
-    Records with fixed old timestamps need ``config=KEEP_OLD_RECORDS`` (framework.testing.kafka):
+    Records with fixed old timestamps need ``config=KEEP_OLD_RECORDS`` (``tests/support/kafka.py``):
     the brokers run with Kafka's default 7-day time retention.
     """
-    from framework.testing.kafka import create_topic
+    from mirrorline.clients.kafka_admin import create_topic
 
     async def make(cluster, partitions: int = 1, prefix: str = "t", config: dict | None = None) -> str:
         name = unique_name(prefix)

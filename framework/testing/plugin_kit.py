@@ -14,8 +14,8 @@ The harness drives the plugin's lifecycle in memory:
   ``pre_commit`` the offsets, close and stop.
 
 Kafka clients are :class:`FakeKafkaClients`: client settings translate as in a worker, and anything
-that needs a broker raises :class:`~framework.api.errors.ConnectError` (subclass it to answer).
-See "Testing your plugin" in docs/plugin-authoring.md, and :mod:`framework.testing.conformance`.
+that needs a broker raises :class:`~mirrorline.api.errors.ConnectError` (subclass it to answer).
+See "Testing your plugin" in docs/plugin-authoring.md, and :mod:`mirrorline.testing.conformance`.
 """
 
 from __future__ import annotations
@@ -27,15 +27,15 @@ from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from framework.api.clients import AclBinding, AclFilter, KafkaClients
-from framework.api.context import ConnectorContext, OffsetReader, SourceTaskContext
-from framework.api.errors import ConnectError
-from framework.api.records import ConnectorTaskId, RecordMetadata, SinkRecord, SourceRecord
-from framework.api.task import SourceTask
-from framework.clients.kafka_clients import client_kwargs
+from mirrorline.api.clients import AclBinding, AclFilter, KafkaClients
+from mirrorline.api.context import ConnectorContext, OffsetReader, SourceTaskContext
+from mirrorline.api.errors import ConnectError
+from mirrorline.api.records import ConnectorTaskId, RecordMetadata, SinkRecord, SourceRecord
+from mirrorline.api.task import SourceTask
+from mirrorline.clients.kafka_clients import client_kwargs
 
 try:  # sink connectors are part of the API from issue #14 on
-    from framework.api.sink import ErrantRecordReporter, SinkTask, SinkTaskContext, TopicPartition
+    from mirrorline.api.sink import ErrantRecordReporter, SinkTask, SinkTaskContext, TopicPartition
 except ImportError:  # pragma: no cover - an API without sinks
     SinkTask = SinkTaskContext = ErrantRecordReporter = TopicPartition = None  # type: ignore[assignment,misc]
 
@@ -291,10 +291,10 @@ async def run_source_task(task: SourceTask | type[SourceTask], config: Mapping[s
 def apply_transforms(records: Iterable[SourceRecord | SinkRecord], config: Mapping[str, Any],
                      plugins: Any = None) -> list[SourceRecord | SinkRecord]:
     """``records`` through the chain ``config`` declares (``transforms=...``, ``predicates=...``), in order;
-    dropped records are left out. ``plugins``: a :class:`~framework.plugins.PluginRegistry` (default: the
+    dropped records are left out. ``plugins``: a :class:`~mirrorline.plugins.PluginRegistry` (default: the
     installed plugins). A bad chain raises ConfigError as a worker would; a failing transform raises."""
-    from framework.plugins import PluginRegistry
-    from framework.runtime.transform_chain import build_chain
+    from mirrorline.plugins import PluginRegistry
+    from mirrorline.runtime.transform_chain import build_chain
 
     chain = build_chain(dict(config), plugins or PluginRegistry.discover())
     if chain is None:
@@ -324,7 +324,7 @@ async def run_sink_task(task: Any, config: Mapping[str, str], batches: Iterable[
     ``pre_commit`` (which flushes by default) the next offsets and commit what it returns, ``close``
     and ``stop`` — the order a worker uses. Returns the offsets committed (next offset to read)."""
     if SinkTask is None:  # pragma: no cover
-        raise RuntimeError("this framework.api has no sink connectors")
+        raise RuntimeError("this mirrorline.api has no sink connectors")
     task = task() if isinstance(task, type) else task
     context = context or FakeSinkTaskContext()
     batches = [list(batch) for batch in batches]

@@ -4,16 +4,16 @@ They are Kafka Connect's, with Connect's setting names and defaults, and answer 
 Java class names too (``org.apache.kafka.connect.transforms.RegexRouter``,
 ``org.apache.kafka.connect.transforms.InsertField$Value`` ...), so connector configs and
 ``mm2.properties`` files written for Connect work unchanged. Like a third-party plugin, this
-package imports only :mod:`framework.api` and is found through its entry point.
+package imports only :mod:`mirrorline.api` and is found through its entry point.
 """
 
-from framework.api import hookimpl
+from mirrorline.api import hookimpl
 
 
 @hookimpl
 def register_transforms():
     """The built-in transforms."""
-    from framework.transforms.fields import (
+    from mirrorline.transforms.fields import (
         InsertFieldKey,
         InsertFieldValue,
         MaskFieldKey,
@@ -21,8 +21,8 @@ def register_transforms():
         ReplaceFieldKey,
         ReplaceFieldValue,
     )
-    from framework.transforms.headers import DropHeaders, HeaderFromKey, HeaderFromValue, InsertHeader
-    from framework.transforms.routing import Filter, RegexRouter, TimestampRouter
+    from mirrorline.transforms.headers import DropHeaders, HeaderFromKey, HeaderFromValue, InsertHeader
+    from mirrorline.transforms.routing import Filter, RegexRouter, TimestampRouter
 
     return [RegexRouter, TimestampRouter, Filter, InsertHeader, DropHeaders, HeaderFromKey, HeaderFromValue,
             InsertFieldKey, InsertFieldValue, ReplaceFieldKey, ReplaceFieldValue, MaskFieldKey, MaskFieldValue]
@@ -31,6 +31,6 @@ def register_transforms():
 @hookimpl
 def register_predicates():
     """The built-in predicates."""
-    from framework.transforms.predicates import HasHeaderKey, RecordIsTombstone, TopicNameMatches
+    from mirrorline.transforms.predicates import HasHeaderKey, RecordIsTombstone, TopicNameMatches
 
     return [TopicNameMatches, HasHeaderKey, RecordIsTombstone]

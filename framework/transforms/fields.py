@@ -11,11 +11,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from framework.api.config import Config, ConfigDef, ConfigKey, Importance, Type, Validator
-from framework.api.errors import DataError
-from framework.api.records import SourceRecord
-from framework.transforms.json_fields import NonEmptyList, Part, decode_object, encode_object
-from framework.transforms.routing import JAVA_PACKAGE, BuiltinTransformation
+from mirrorline.api.config import Config, ConfigDef, ConfigKey, Importance, Type, Validator
+from mirrorline.api.errors import DataError
+from mirrorline.api.records import SourceRecord
+from mirrorline.transforms.json_fields import NonEmptyList, Part, decode_object, encode_object
+from mirrorline.transforms.routing import JAVA_PACKAGE, BuiltinTransformation
 
 _REPLACE_NULL = ConfigKey("replace.null.with.default", Type.BOOLEAN, default=True, importance=Importance.MEDIUM,
                           doc="Accepted for compatibility with Connect; keys and values here have no schema, so "

@@ -11,11 +11,11 @@ import dataclasses
 import json
 from typing import Any
 
-from framework.api.config import Config, ConfigDef, ConfigKey, Importance, OneOf, Type
-from framework.api.errors import ConfigError
-from framework.api.records import SourceRecord
-from framework.transforms.json_fields import NonEmptyList, Part, decode_object, encode_object
-from framework.transforms.routing import JAVA_PACKAGE, BuiltinTransformation
+from mirrorline.api.config import Config, ConfigDef, ConfigKey, Importance, OneOf, Type
+from mirrorline.api.errors import ConfigError
+from mirrorline.api.records import SourceRecord
+from mirrorline.transforms.json_fields import NonEmptyList, Part, decode_object, encode_object
+from mirrorline.transforms.routing import JAVA_PACKAGE, BuiltinTransformation
 
 
 def header_bytes(value: Any) -> bytes | None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from framework.api.config import Validator
+from mirrorline.api.config import Validator
 
 _NAMED_GROUP = re.compile(r"\(\?<(?![=!])")
 _NAMED_BACKREF = re.compile(r"\\k<(\w+)>")

@@ -3,7 +3,7 @@
 Records on mirrorline's paths are bytes (there are no converters), so a transform that works
 on fields decodes the JSON object, changes a copy, and encodes it again compactly, keeping the
 order of the fields. A null key or value (a tombstone) passes through unchanged, as in
-Connect; anything that is not a JSON object raises :class:`~framework.api.errors.DataError`,
+Connect; anything that is not a JSON object raises :class:`~mirrorline.api.errors.DataError`,
 which the runtime reports with the record's topic, partition and offset.
 """
 
@@ -13,9 +13,9 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from framework.api.config import Validator
-from framework.api.errors import DataError
-from framework.api.records import SourceRecord
+from mirrorline.api.config import Validator
+from mirrorline.api.errors import DataError
+from mirrorline.api.records import SourceRecord
 
 Part = Literal["key", "value"]
 

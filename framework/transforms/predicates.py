@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from framework import __version__
-from framework.api.config import Config, ConfigDef, ConfigKey, Importance, NonEmptyString, Type
-from framework.api.records import SourceRecord
-from framework.api.transforms import Predicate
-from framework.transforms.java_syntax import JavaRegex, java_regex
+from mirrorline import __version__
+from mirrorline.api.config import Config, ConfigDef, ConfigKey, Importance, NonEmptyString, Type
+from mirrorline.api.records import SourceRecord
+from mirrorline.api.transforms import Predicate
+from mirrorline.transforms.java_syntax import JavaRegex, java_regex
 
 JAVA_PACKAGE = "org.apache.kafka.connect.transforms.predicates"
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from framework import __version__
-from framework.api.config import Config, ConfigDef, ConfigKey, Importance, NonEmptyString, Type
-from framework.api.errors import ConfigError, DataError
-from framework.api.records import SourceRecord
-from framework.api.transforms import Transformation
-from framework.transforms.java_syntax import (
+from mirrorline import __version__
+from mirrorline.api.config import Config, ConfigDef, ConfigKey, Importance, NonEmptyString, Type
+from mirrorline.api.errors import ConfigError, DataError
+from mirrorline.api.records import SourceRecord
+from mirrorline.api.transforms import Transformation
+from mirrorline.transforms.java_syntax import (
     DateFormatValidator,
     JavaDateFormat,
     JavaRegex,

@@ -42,15 +42,15 @@ import uuid
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO_ROOT))
+sys.path.insert(0, str(REPO_ROOT / "tests"))  # tests/support: the suite's Kafka helpers
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_mirror import Offsets, fill_python, wait_for_leaders  # noqa: E402
 
-from framework.localkafka.artifacts import java_executable, resolve_kafka_classpath  # noqa: E402
-from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES  # noqa: E402
-from framework.localkafka.manager import LocalKafka  # noqa: E402
-from framework.testing.fixtures import _free_base_port  # noqa: E402
+from mirrorline.localkafka.artifacts import java_executable, resolve_kafka_classpath  # noqa: E402
+from mirrorline.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES  # noqa: E402
+from mirrorline.localkafka.manager import LocalKafka  # noqa: E402
+from mirrorline.testing.fixtures import _free_base_port  # noqa: E402
 
 POLL_S = 0.25
 
@@ -155,7 +155,7 @@ def run_backfill(tmp: Path, a: str, b: str, topic: str, n: int, size: int, parti
     sampler = Sampler(b, f"A{separator}{topic}", partitions, n)
     sampler.start()
     t0 = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "framework.cli.main", "backfill", str(props), "--flow", "A->B",
+    result = subprocess.run([sys.executable, "-m", "mirrorline.cli.main", "backfill", str(props), "--flow", "A->B",
                              "--json", "--spark-master", master], capture_output=True, text=True, cwd=REPO_ROOT,
                             env=env)
     wall = time.perf_counter() - t0
@@ -173,7 +173,7 @@ def run_streaming(tmp: Path, a: str, b: str, topic: str, n: int, size: int, part
     properties(props, a, b, topic, "_mm2_")
     sampler = Sampler(b, f"A_mm2_{topic}", partitions, n)
     sampler.start()
-    proc = subprocess.Popen([sys.executable, "-m", "framework.cli.main", "mm2", str(props)], cwd=REPO_ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "mirrorline.cli.main", "mm2", str(props)], cwd=REPO_ROOT,
                             stdout=open(tmp / "mm2.log", "w"), stderr=subprocess.STDOUT)
     try:
         deadline = time.perf_counter() + 1800
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(("backfill, Spark local[2]", local["copy_mb_s"],
                          f"wall {local['wall_s']:.0f} s incl. Spark start ({local['wall_mb_s']:.1f} MB/s)"))
             if not args.skip_standalone:
-                from framework.spark.standalone import StandaloneCluster
+                from mirrorline.spark.standalone import StandaloneCluster
 
                 env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
                 for workers in (1, 2):

@@ -41,20 +41,20 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
+    sys.path.insert(0, str(REPO_ROOT / "tests"))  # tests/support: the suite's Kafka helpers
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 
-from framework.localkafka.artifacts import (  # noqa: E402
+from mirrorline.localkafka.artifacts import (  # noqa: E402
     KAFKA_VERSION,
     default_cache_dir,
     java_executable,
     resolve_kafka_classpath,
 )
-from framework.localkafka.cluster import DEFAULT_HEAP  # noqa: E402
-from framework.localkafka.manager import DEFAULT_BASE_PORT, PORT_STRIDE, LocalKafka  # noqa: E402
-from framework.testing.fixtures import _free_base_port  # noqa: E402
-from framework.testing.kafka import create_topic, produce, read_all  # noqa: E402
+from mirrorline.localkafka.cluster import DEFAULT_HEAP  # noqa: E402
+from mirrorline.localkafka.manager import DEFAULT_BASE_PORT, PORT_STRIDE, LocalKafka  # noqa: E402
+from mirrorline.testing.fixtures import _free_base_port  # noqa: E402
+from support.kafka import create_topic, produce, read_all  # noqa: E402
 
 NAMES = ["A", "B"]
 #: Ports a demo may hold (clusters A and B at the default base port): never used here.
@@ -184,7 +184,7 @@ async def _wait_for_leaders(bootstrap: str, topic: str, partitions: int, timeout
     """
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
-    from framework.testing.kafka import partitions_of
+    from support.kafka import partitions_of
 
     deadline = time.monotonic() + timeout
     while len(await partitions_of(bootstrap, topic)) < partitions:

@@ -18,7 +18,7 @@ Steps:
    round-robin, so every partition gets N/partitions records; ``--fill java`` uses Kafka's
    own ``ProducerPerformance`` from the cached jars (null keys, sticky partitioner).
 3. Mirror A -> B with our MirrorSourceConnector. ``--mode subprocess`` (default) runs
-   ``python -m framework.cli.main mm2 mm2.properties`` as a separate process, so the
+   ``python -m mirrorline.cli.main mm2 mm2.properties`` as a separate process, so the
    benchmark's own polling does not count against the mirror; ``--mode inprocess`` runs a
    standalone worker in this process (``running_standalone``), which is what ``--cprofile``
    profiles. The wall time runs from launching the mirror until the sum of B's end offsets
@@ -48,17 +48,17 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
+    sys.path.insert(0, str(REPO_ROOT / "tests"))  # tests/support: the suite's Kafka helpers
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
 
-from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
-from framework.localkafka.artifacts import KAFKA_VERSION, java_executable, resolve_kafka_classpath  # noqa: E402
-from framework.localkafka.manager import DEFAULT_BASE_PORT, PORT_STRIDE, LocalKafka  # noqa: E402
-from framework.testing.fixtures import _free_base_port  # noqa: E402
-from framework.testing.kafka import create_topic  # noqa: E402
+from mirrorline.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
+from mirrorline.localkafka.artifacts import KAFKA_VERSION, java_executable, resolve_kafka_classpath  # noqa: E402
+from mirrorline.localkafka.manager import DEFAULT_BASE_PORT, PORT_STRIDE, LocalKafka  # noqa: E402
+from mirrorline.testing.fixtures import _free_base_port  # noqa: E402
+from support.kafka import create_topic  # noqa: E402
 
 NAMES = ["A", "B"]
 #: Ports a demo may hold (clusters A and B at the default base port): never used here.
@@ -257,7 +257,7 @@ def mirror_subprocess(args, tmp: Path, a: str, b: str, topic: str, n: int, offse
     with open(log_path, "w") as mm2_log:
         t0 = time.perf_counter()
         broker_cpu0 = [proc_cpu_seconds(p) for p in brokers]
-        proc = subprocess.Popen([sys.executable, "-m", "framework.cli.main", "mm2", str(props)],
+        proc = subprocess.Popen([sys.executable, "-m", "mirrorline.cli.main", "mm2", str(props)],
                                 cwd=REPO_ROOT, stdout=mm2_log, stderr=subprocess.STDOUT)
     log(f"  mirror process pid {proc.pid} (log {log_path})")
     progress = Progress(offsets, f"A.{topic}", args.partitions, n, t0, proc.pid)
@@ -290,7 +290,7 @@ def mirror_subprocess(args, tmp: Path, a: str, b: str, topic: str, n: int, offse
 
 def mirror_inprocess(args, tmp: Path, a: str, b: str, topic: str, n: int, offsets: Offsets,
                      brokers: list[int]) -> dict:
-    from framework.testing.worker import running_standalone
+    from support.worker import running_standalone
 
     worker = {"bootstrap.servers": b, "offset.storage.file.filename": str(tmp / "offsets.json")}
     profiler = None

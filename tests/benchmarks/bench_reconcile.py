@@ -38,7 +38,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
+    sys.path.insert(0, str(REPO_ROOT / "tests"))  # tests/support: the suite's Kafka helpers
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 
@@ -46,10 +46,10 @@ import asyncio  # noqa: E402
 
 from confluent_kafka import Producer  # noqa: E402
 
-from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES  # noqa: E402
-from framework.localkafka.manager import LocalKafka  # noqa: E402
-from framework.testing.fixtures import _free_base_port  # noqa: E402
-from framework.testing.kafka import create_topic  # noqa: E402
+from mirrorline.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES  # noqa: E402
+from mirrorline.localkafka.manager import LocalKafka  # noqa: E402
+from mirrorline.testing.fixtures import _free_base_port  # noqa: E402
+from support.kafka import create_topic  # noqa: E402
 
 KEEP = {"retention.ms": "-1"}  # explicit old-ish timestamps must survive the broker's retention check
 
@@ -116,7 +116,7 @@ def fill(bootstrap: str, topic: str, n: int, values: list[bytes], partitions: in
 
 def reconcile(props: Path, master: str, driver_memory: str) -> dict:
     """Run the command, sampling memory; returns wall time, peak RSS figures and the parsed JSON."""
-    cmd = [sys.executable, "-m", "framework.cli.main", "reconcile", str(props), "--flow", "A->B", "--json",
+    cmd = [sys.executable, "-m", "mirrorline.cli.main", "reconcile", str(props), "--flow", "A->B", "--json",
            "--spark-conf", f"spark.master={master}", "--spark-conf", f"spark.driver.memory={driver_memory}",
            "--spark-conf", "spark.ui.enabled=false"]
     t0 = time.perf_counter()

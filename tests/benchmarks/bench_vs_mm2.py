@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-for path in (REPO_ROOT, Path(__file__).resolve().parent):
+for path in (REPO_ROOT / "tests", Path(__file__).resolve().parent):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
@@ -68,15 +68,15 @@ from bench_mirror import (  # noqa: E402
     proc_rss_kb,
     wait_for_leaders,
 )
-from framework.localkafka.artifacts import (  # noqa: E402
+from mirrorline.localkafka.artifacts import (  # noqa: E402
     KAFKA_VERSION,
     java_executable,
     resolve_kafka_classpath,
     resolve_mm2_classpath,
 )
-from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES  # noqa: E402
-from framework.localkafka.manager import LocalKafka  # noqa: E402
-from framework.testing.kafka import create_topic  # noqa: E402
+from mirrorline.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES  # noqa: E402
+from mirrorline.localkafka.manager import LocalKafka  # noqa: E402
+from support.kafka import create_topic  # noqa: E402
 
 PARTITIONS = 12
 POLL_INTERVAL = 0.25
@@ -238,7 +238,7 @@ def engine_command(engine: str, props: Path) -> list[str]:
         return [java_executable(), *MM2_HEAP, "-cp", f"{resolve_mm2_classpath()}/*",
                 "org.apache.kafka.connect.mirror.MirrorMaker", str(props)]
     extra = ["--processes", str(MIRRORLINE_PROCESSES)] if MIRRORLINE_PROCESSES > 1 else []
-    return [sys.executable, "-m", "framework.cli.main", "mm2", str(props), *extra]
+    return [sys.executable, "-m", "mirrorline.cli.main", "mm2", str(props), *extra]
 
 
 class Engine:

@@ -21,10 +21,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from connectors.mirror_client.mm2_config import MirrorMakerConfig
-from connectors.mm2.command import worker_specs
-from framework.clients.configfile import parse_properties
-from framework.runtime.worker_config import DISTRIBUTED_CONFIG_DEF
+from mirrorline.connectors.mirror_client.mm2_config import MirrorMakerConfig
+from mirrorline.connectors.mm2.command import worker_specs
+from mirrorline.clients.configfile import parse_properties
+from mirrorline.runtime.worker_config import DISTRIBUTED_CONFIG_DEF
 
 # generous: the first test may build Helm from source (scripts/helm) before rendering anything
 pytestmark = pytest.mark.timeout(1800)

@@ -2,7 +2,7 @@
 
 Each scenario runs a ``mirrorline distributed`` worker group (real processes, internal topics
 on the target as MM2 keeps them) mirroring topics of cluster A to cluster B while a
-:class:`~framework.testing.faults.LoadGenerator` writes to A, injects its fault, waits for
+:class:`~support.faults.LoadGenerator` writes to A, injects its fault, waits for
 the mirror to catch up and counts, with confluent-kafka, what was lost and duplicated.
 Every scenario prints one table row and adds it to a summary printed at the end of the run.
 
@@ -18,7 +18,7 @@ import signal
 import pytest
 
 from fault_scenario import FLUSH_MS, HEADER, Clusters, Scenario
-from framework.testing.distributed import WorkerCluster
+from support.distributed import WorkerCluster
 
 _ROWS = pytest.StashKey[list]()
 

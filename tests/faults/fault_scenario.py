@@ -8,11 +8,11 @@ import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from framework.localkafka.cluster import ClusterSpec, LocalCluster
-from framework.testing.distributed import WorkerCluster, status_history
-from framework.testing.faults import LoadGenerator, ProgressWatch, Tally, TopicReader, tally
-from framework.testing.kafka import create_topic
-from framework.testing.worker import Rest
+from mirrorline.localkafka.cluster import ClusterSpec, LocalCluster
+from support.distributed import WorkerCluster, status_history
+from support.faults import LoadGenerator, ProgressWatch, Tally, TopicReader, tally
+from support.kafka import create_topic
+from support.worker import Rest
 
 #: Worker offset flush interval in the scenarios: a crashed task re-sends at most what was
 #: acknowledged since the last flush (plus what was in flight).
@@ -175,7 +175,7 @@ class Scenario:
     # -- counting --
     async def wait_copied(self, topic: str, count: int, timeout: float = 90.0) -> int:
         """Wait until the remote topic of ``topic`` holds at least ``count`` records; returns how many."""
-        from framework.testing.faults import TopicReader
+        from support.faults import TopicReader
 
         reader = TopicReader(self.target.bootstrap_servers, self.remote(topic))
         deadline = time.monotonic() + timeout

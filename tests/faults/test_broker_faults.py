@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 
-from framework.testing.faults import kill_and_restart, pause_broker
+from support.faults import kill_and_restart, pause_broker
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults_slow]
 

@@ -1,10 +1,10 @@
-"""The fault suite's counting (framework.testing.faults: tally, longest_stall, peak_rate), without Kafka."""
+"""The fault suite's counting (support.faults: tally, longest_stall, peak_rate), without Kafka."""
 
 from __future__ import annotations
 
 import pytest
 
-from framework.testing.faults import longest_stall, peak_rate, tally
+from support.faults import longest_stall, peak_rate, tally
 
 
 def ids(*numbers: int, partition: int = 0) -> list[bytes]:

@@ -16,7 +16,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from fault_scenario import GRACEFUL_DUP_BOUND
-from framework.testing.faults import read_topic, tally
+from support.faults import read_topic, tally
 
 pytestmark = pytest.mark.integration
 

@@ -10,9 +10,9 @@ import asyncio
 
 import pytest
 
-from framework.testing.faults import paused_broker
-from framework.testing.kafka import create_topic, produce, read_all
-from framework.testing.worker import Rest, all_running, running_standalone
+from support.faults import paused_broker
+from support.kafka import create_topic, produce, read_all
+from support.worker import Rest, all_running, running_standalone
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from fault_scenario import GRACEFUL_DUP_BOUND
-from framework.testing.kafka import create_topic, partitions_of, topics_of
+from support.kafka import create_topic, partitions_of, topics_of
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from framework.testing.distributed import now_ms, overlaps, status_history, tasks_per_worker
+from support.distributed import now_ms, overlaps, status_history, tasks_per_worker
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults_slow]
 

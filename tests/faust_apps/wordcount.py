@@ -20,7 +20,7 @@ import os
 
 import faust
 
-from connectors.faust_failover import FaustTopicNames
+from mirrorline.connectors.faust_failover import FaustTopicNames
 
 names = FaustTopicNames.from_env()
 PARTITIONS = int(os.environ.get("WORDCOUNT_PARTITIONS", "3"))

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 CONTAINER = ROOT / "deploy" / "container"
 #: What the Dockerfile's build stage copies to /src.
-SOURCES = ["pyproject.toml", "README.md", "framework", "connectors"]
+SOURCES = ["pyproject.toml", "setup.py", "README.md", "framework", "connectors"]
 
 
 def run(args, *, env=None, timeout=300) -> subprocess.CompletedProcess:

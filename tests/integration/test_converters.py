@@ -13,8 +13,8 @@ import base64
 
 import pytest
 
-from framework.testing.kafka import produce, read_all
-from framework.testing.worker import Rest, all_running, running_standalone
+from support.kafka import produce, read_all
+from support.worker import Rest, all_running, running_standalone
 
 pytestmark = pytest.mark.integration
 
@@ -88,9 +88,9 @@ async def test_rest_lists_converters_and_validates_their_settings_on_their_field
         kinds = {}
         for plugin in plugins:
             kinds.setdefault(plugin["class"], set()).add(plugin["type"])
-        assert kinds["framework.converters.json_converter.JsonConverter"] == {"converter", "header_converter"}
-        assert kinds["framework.converters.bytearray.ByteArrayConverter"] == {"converter", "header_converter"}
-        assert kinds["framework.converters.simple_header.SimpleHeaderConverter"] == {"header_converter"}
+        assert kinds["mirrorline.converters.json_converter.JsonConverter"] == {"converter", "header_converter"}
+        assert kinds["mirrorline.converters.bytearray.ByteArrayConverter"] == {"converter", "header_converter"}
+        assert kinds["mirrorline.converters.simple_header.SimpleHeaderConverter"] == {"header_converter"}
         code, settings = await rest.call("GET", f"/connector-plugins/{JSON}/config")
         assert code == 200 and "schemas.enable" in {s["name"] for s in settings}
 

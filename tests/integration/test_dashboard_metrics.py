@@ -21,9 +21,9 @@ import aiohttp
 import pytest
 from aiokafka import TopicPartition
 
-from framework.testing.distributed import WorkerCluster
-from framework.testing.kafka import commit_on, create_topic, produce, read_all
-from framework.testing.worker import Rest, running_standalone
+from support.distributed import WorkerCluster
+from support.kafka import commit_on, create_topic, produce, read_all
+from support.worker import Rest, running_standalone
 
 pytestmark = pytest.mark.integration
 

@@ -18,10 +18,10 @@ import sys
 
 import pytest
 
-from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
-from framework.testing.kafka import create_topic, produce, read_all
-from framework.testing.mm2 import isolated_state
-from framework.testing.worker import Rest, all_running, running_standalone
+from mirrorline.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
+from support.kafka import create_topic, produce, read_all
+from support.mm2 import isolated_state
+from support.worker import Rest, all_running, running_standalone
 
 pytestmark = pytest.mark.integration
 
@@ -54,7 +54,7 @@ async def test_tolerance_none_fails_the_task_naming_stage_class_topic_partition_
                                      lambda s: any(t["state"] == "FAILED" for t in s["tasks"]), timeout=60)
         trace = status["tasks"][0]["trace"]
         assert (f"Tolerance exceeded in error handler: stage TRANSFORMATION "
-                f"(framework.transforms.fields.MaskFieldValue) failed on the record from topic {topic} "
+                f"(mirrorline.transforms.fields.MaskFieldValue) failed on the record from topic {topic} "
                 f"partition 0 offset 2") in trace
         assert "Transform mask (MaskFieldValue) failed" in trace
         assert "needs the record value to be a JSON object, but it is not JSON" in trace
@@ -109,7 +109,7 @@ async def test_tolerance_all_skips_and_counts_bad_records_mirrors_the_rest_in_or
     logged = [r.getMessage() for r in caplog.records if "Error encountered in task" in r.getMessage()
               and name in r.getMessage()]
     assert len(logged) == bad_count
-    assert "Executing stage 'TRANSFORMATION' with class 'framework.transforms.fields.MaskFieldValue'" in logged[0]
+    assert "Executing stage 'TRANSFORMATION' with class 'mirrorline.transforms.fields.MaskFieldValue'" in logged[0]
 
 
 @pytest.mark.parametrize("tolerance", ["none", "all"])
@@ -129,7 +129,7 @@ async def test_a_value_converter_failure_is_tolerated_or_fails_the_task(cluster_
             status = await rest.wait_for(f"/connectors/{name}/status",
                                          lambda s: any(t["state"] == "FAILED" for t in s["tasks"]), timeout=60)
             trace = status["tasks"][0]["trace"]
-            assert "stage VALUE_CONVERTER (framework.converters.string.StringConverter) failed on the record from " \
+            assert "stage VALUE_CONVERTER (mirrorline.converters.string.StringConverter) failed on the record from " \
                    f"source partition {{'filename': '{lines}'}} source offset {{'position': 20}}" in trace
             assert "DataError: Failed to serialize to a string: 'ascii' codec can't encode" in trace
             got = await read_all(cluster_a.bootstrap_servers, topic, expect=1, timeout=10)
@@ -172,7 +172,7 @@ A->B.errors.log.enable = true
 """)
     log_path = tmp_path / "mm2.log"
     with open(log_path, "a") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "framework.cli.main", "mm2", str(tmp_path / "mm2.properties")],
+        proc = subprocess.Popen([sys.executable, "-m", "mirrorline.cli.main", "mm2", str(tmp_path / "mm2.properties")],
                                 stdout=log, stderr=subprocess.STDOUT, text=True)
     try:
         good = [r for r in sent if r[2] != BAD]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from framework.testing.kafka import group_offsets, produce, read_all
-from framework.testing.worker import Rest, all_running, running_standalone
+from support.kafka import group_offsets, produce, read_all
+from support.worker import Rest, all_running, running_standalone
 
 pytestmark = pytest.mark.integration
 
@@ -131,8 +131,8 @@ async def test_bad_sink_configs_are_refused_naming_the_field(cluster_a, unique_n
 
             status, plugins = await rest.call("GET", "/connector-plugins")
             types = {p["class"]: p["type"] for p in plugins}
-            assert types["connectors.file.sink.FileStreamSinkConnector"] == "sink"
-            assert types["connectors.file.source.FileStreamSourceConnector"] == "source"
+            assert types["mirrorline.connectors.file.sink.FileStreamSinkConnector"] == "sink"
+            assert types["mirrorline.connectors.file.source.FileStreamSourceConnector"] == "source"
 
 
 async def test_sink_offsets_are_its_group_offsets_and_can_be_altered_and_reset(cluster_a, make_topic, unique_name,

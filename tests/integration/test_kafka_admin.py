@@ -1,4 +1,4 @@
-"""framework.clients.kafka_admin against a real Kafka broker (the admin calls aiokafka lacks)."""
+"""mirrorline.clients.kafka_admin against a real Kafka broker (the admin calls aiokafka lacks)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import UnknownTopicOrPartitionError
 from aiokafka.structs import OffsetAndMetadata
 
-from framework.clients.kafka_admin import (
+from mirrorline.clients.kafka_admin import (
     GroupNotEmptyError,
     alter_consumer_group_offsets,
     delete_consumer_group_offsets,
@@ -157,7 +157,7 @@ async def test_state_of_unknown_group_is_dead(admin, unique_name):
 async def test_broker_negotiates_the_non_flexible_versions_we_define(admin):
     from aiokafka.protocol.commit import OffsetCommitRequest
 
-    from framework.clients.kafka_admin import IncrementalAlterConfigsRequest, OffsetDeleteRequest
+    from mirrorline.clients.kafka_admin import IncrementalAlterConfigsRequest, OffsetDeleteRequest
 
     conn = await admin._client._get_conn(admin._client.get_random_node())
     versions = conn._versions

@@ -9,7 +9,7 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from framework.storage import (
+from mirrorline.storage import (
     KafkaBasedLog,
     KafkaConfigStore,
     KafkaOffsetStore,
@@ -19,7 +19,7 @@ from framework.storage import (
     TargetState,
     partition_key,
 )
-from framework.testing.kafka import create_topic, partitions_of, read_all
+from support.kafka import create_topic, partitions_of, read_all
 
 pytestmark = pytest.mark.integration
 

@@ -9,9 +9,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.structs import OffsetAndMetadata
 
-from framework.localkafka import LocalKafka, LocalKafkaError
-from framework.localkafka.cluster import port_is_free
-from framework.testing.kafka import KEEP_OLD_RECORDS, partitions_of, produce, read_all, topics_of
+from mirrorline.localkafka import LocalKafka, LocalKafkaError
+from mirrorline.localkafka.cluster import port_is_free
+from support.kafka import KEEP_OLD_RECORDS, partitions_of, produce, read_all, topics_of
 
 pytestmark = pytest.mark.integration
 

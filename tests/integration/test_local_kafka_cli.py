@@ -7,15 +7,15 @@ import sys
 
 import pytest
 
-from framework.localkafka import LocalKafkaError, resolve_kafka_classpath
-from framework.localkafka.artifacts import java_executable
-from framework.testing.fixtures import _free_base_port
+from mirrorline.localkafka import LocalKafkaError, resolve_kafka_classpath
+from mirrorline.localkafka.artifacts import java_executable
+from mirrorline.testing.fixtures import _free_base_port
 
 pytestmark = pytest.mark.integration
 
 
 def mirrorline(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "framework.cli.main", *args],
+    return subprocess.run([sys.executable, "-m", "mirrorline.cli.main", *args],
                           capture_output=True, text=True, timeout=180)
 
 

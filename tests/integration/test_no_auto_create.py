@@ -16,9 +16,9 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import UnknownTopicOrPartitionError
 from aiokafka.protocol.metadata import MetadataRequest
 
-from framework.api import PartitionNotAvailableError
-from framework.clients.producer import RecordProducer
-from framework.testing.kafka import topics_of
+from mirrorline.api import PartitionNotAvailableError
+from mirrorline.clients.producer import RecordProducer
+from support.kafka import topics_of
 
 pytestmark = pytest.mark.integration
 

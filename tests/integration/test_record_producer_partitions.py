@@ -14,9 +14,9 @@ import asyncio
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
 
-from framework.api import PartitionNotAvailableError, RetriableError
-from framework.clients.producer import RecordProducer
-from framework.testing.kafka import partitions_of, read_all
+from mirrorline.api import PartitionNotAvailableError, RetriableError
+from mirrorline.clients.producer import RecordProducer
+from support.kafka import partitions_of, read_all
 
 pytestmark = pytest.mark.integration
 

@@ -11,9 +11,9 @@ import time
 import aiohttp
 import pytest
 
-from framework.rest.auth import BASIC_AUTH_EXTENSION, PROPERTY_FILE_LOGIN_MODULE, sign_request
-from framework.testing.distributed import WorkerCluster
-from framework.testing.worker import Rest, all_running, running_standalone
+from mirrorline.rest.auth import BASIC_AUTH_EXTENSION, PROPERTY_FILE_LOGIN_MODULE, sign_request
+from support.distributed import WorkerCluster
+from support.worker import Rest, all_running, running_standalone
 
 pytestmark = pytest.mark.integration
 
@@ -23,7 +23,7 @@ USER = ("admin", "s3cret")
 @pytest.fixture
 def tls(tmp_path):
     """A CA, a server identity (127.0.0.1) and a client identity, in PEM/PKCS12/JKS stores."""
-    material = pytest.importorskip("framework.testing.tls")
+    material = pytest.importorskip("mirrorline.localkafka.tls")
     return material.write_tls_material(tmp_path / "tls", "changeit", client_name="rest-client")
 
 

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from framework.testing.kafka import produce, read_all
-from framework.testing.worker import Rest, all_running, running_standalone
+from support.kafka import produce, read_all
+from support.worker import Rest, all_running, running_standalone
 
 pytestmark = pytest.mark.integration
 
@@ -92,7 +92,7 @@ async def test_cli_stderr_never_shows_the_secret(cluster_a, cluster_b, flow_conf
     config = flow_config(topics=topic, tasks_max=1)
     config["source.cluster.sasl.jaas.config"] = JAAS
     config["target.cluster.ssl.keystore.password"] = SECRET
-    proc = subprocess.Popen([sys.executable, "-m", "framework.cli.main", "standalone",
+    proc = subprocess.Popen([sys.executable, "-m", "mirrorline.cli.main", "standalone",
                              str(tmp_path / "worker.properties")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

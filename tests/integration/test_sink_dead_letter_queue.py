@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from framework.testing.kafka import group_offsets, produce, read_all
-from framework.testing.worker import Rest, all_running, running_standalone
+from support.kafka import group_offsets, produce, read_all
+from support.worker import Rest, all_running, running_standalone
 
 pytestmark = pytest.mark.integration
 

@@ -12,13 +12,13 @@ import time
 
 import pytest
 
-from framework.testing.kafka import read_all
+from support.kafka import read_all
 
 pytestmark = pytest.mark.integration
 
 
 def start_worker(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "framework.cli.main", "standalone", *args],
+    return subprocess.Popen([sys.executable, "-m", "mirrorline.cli.main", "standalone", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -62,13 +62,13 @@ async def test_files_on_the_command_line_and_graceful_sigterm(cluster_a, make_to
 
 
 def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "framework.cli.main", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "mirrorline.cli.main", *args], capture_output=True, text=True,
                           timeout=120, env={**os.environ, **(env or {})})
 
 
 def test_broker_down_is_one_readable_line(tmp_path):
-    from framework.localkafka.cluster import port_is_free
-    from framework.testing.fixtures import _free_base_port
+    from mirrorline.localkafka.cluster import port_is_free
+    from mirrorline.testing.fixtures import _free_base_port
 
     port = _free_base_port(1)
     assert port_is_free(port)

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from framework.testing.kafka import read_all
-from framework.testing.worker import Rest, all_running, running_standalone
+from support.kafka import read_all
+from support.worker import Rest, all_running, running_standalone
 
 pytestmark = pytest.mark.integration
 
@@ -265,7 +265,7 @@ async def test_worker_endpoints_and_initial_state(cluster_a, make_topic, unique_
 
         # log levels change at run time
         status, changed = await rest.call("PUT", "/admin/loggers/framework.runtime", {"level": "DEBUG"})
-        assert status == 200 and "framework.runtime" in changed
+        assert status == 200 and "mirrorline.runtime" in changed
         status, level = await rest.call("GET", "/admin/loggers/framework.runtime")
         assert level["level"] == "DEBUG"
         status, body = await rest.call("PUT", "/admin/loggers/framework.runtime", {"level": "LOUD"})

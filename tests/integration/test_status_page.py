@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from aiokafka import TopicPartition
 
-from framework.testing.kafka import commit_on, create_topic, produce
-from framework.testing.worker import Rest, all_running, running_standalone
+from support.kafka import commit_on, create_topic, produce
+from support.worker import Rest, all_running, running_standalone
 
 pytestmark = pytest.mark.integration
 

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from framework.testing.kafka import create_topic, produce, read_all
-from framework.testing.worker import Rest, running_standalone
+from support.kafka import create_topic, produce, read_all
+from support.worker import Rest, running_standalone
 from test_standalone_worker import sequences  # same folder: on sys.path under pytest
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""The plugin contract, checked statically: what framework.api and connectors may import, and that
+"""The plugin contract, checked statically: what mirrorline.api and connectors may import, and that
 every hook, public API object and config key is documented."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-import framework.api
-import framework.api.hookspecs as hookspecs
-from framework.api.config import ConfigDef
-from framework.api.connector import Connector
+import mirrorline.api
+import mirrorline.api.hookspecs as hookspecs
+from mirrorline.api.config import ConfigDef
+from mirrorline.api.connector import Connector
 
 ROOT = Path(__file__).resolve().parents[2]
 API_DIR = ROOT / "framework" / "api"
@@ -23,18 +23,23 @@ CONNECTORS_DIR = ROOT / "connectors"
 PLUGIN_DOC = ROOT / "docs" / "plugin-authoring.md"
 
 #: Runtime internals the API must never depend on.
-FORBIDDEN_FROM_API = ("framework.runtime", "framework.storage", "framework.rest", "framework.cli",
-                      "framework.plugins", "framework.localkafka", "framework.clients")
+FORBIDDEN_FROM_API = ("mirrorline.runtime", "mirrorline.storage", "mirrorline.rest", "mirrorline.cli",
+                      "mirrorline.plugins", "mirrorline.localkafka", "mirrorline.clients")
 
 
 def _python_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.rglob("*.py") if "__pycache__" not in p.parts)
 
 
+#: Repository folder -> the import name it installs as (setup.py's ROOTS).
+FOLDER_IMPORT_NAMES = {"framework": ["mirrorline"], "connectors": ["mirrorline", "connectors"]}
+
+
 def _module_name(path: Path, root: Path = ROOT) -> str:
     parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
+    parts[:1] = FOLDER_IMPORT_NAMES.get(parts[0], parts[:1])
     return ".".join(parts)
 
 
@@ -94,14 +99,15 @@ def test_there_are_files_to_check():
 def test_api_imports_nothing_from_runtime_internals(path):
     bad = [f"{path.name}:{line}: {module}" for line, module in imported_modules(path)
            if any(_is_within(module, forbidden) for forbidden in FORBIDDEN_FROM_API)]
-    assert not bad, "framework.api must not import runtime internals:\n" + "\n".join(bad)
+    assert not bad, "mirrorline.api must not import runtime internals:\n" + "\n".join(bad)
 
 
 @pytest.mark.parametrize("path", CONNECTOR_FILES, ids=lambda p: str(p.relative_to(CONNECTORS_DIR)))
 def test_connectors_import_only_framework_api(path):
     bad = [f"{path.relative_to(ROOT)}:{line}: {module}" for line, module in imported_modules(path)
-           if _is_within(module, "framework") and not _is_within(module, "framework.api")]
-    assert not bad, "connectors may import from framework only framework.api:\n" + "\n".join(bad)
+           if _is_within(module, "mirrorline") and not _is_within(module, "mirrorline.api")
+           and not _is_within(module, "mirrorline.connectors")]
+    assert not bad, "connectors may import from the framework only mirrorline.api:\n" + "\n".join(bad)
 
 
 def test_import_scanner_sees_every_form(tmp_path):
@@ -109,23 +115,23 @@ def test_import_scanner_sees_every_form(tmp_path):
     package.mkdir(parents=True)
     source = package / "sample.py"
     source.write_text(
-        "import framework.runtime.worker\n"
-        "from framework.storage import offsets\n"
+        "import mirrorline.runtime.worker\n"
+        "from mirrorline.storage import offsets\n"
         "from .. import rest\n"
         "from ..plugins import PluginRegistry\n"
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n"
-        "    from framework.cli import main\n"
+        "    from mirrorline.cli import main\n"
         "def f():\n"
-        "    import framework.localkafka\n"
-        "    importlib.import_module('framework.runtime.herder')\n"
+        "    import mirrorline.localkafka\n"
+        "    importlib.import_module('mirrorline.runtime.herder')\n"
         "from . import config\n"
-        "from framework.clients.kafka_admin import describe_acls\n"
+        "from mirrorline.clients.kafka_admin import describe_acls\n"
     )
     modules = {module for _, module in imported_modules(source, root=tmp_path)}
     for forbidden in FORBIDDEN_FROM_API:
         assert any(_is_within(m, forbidden) for m in modules), forbidden
-    assert "framework.api.config" in modules
+    assert "mirrorline.api.config" in modules
 
 
 # ---------------------------------------------------------------------------------------
@@ -210,7 +216,7 @@ def test_signature_check_catches_a_wrong_example(tmp_path, monkeypatch):
 # ---------------------------------------------------------------------------------------
 
 def _public_definitions():
-    """(module name, qualified name, ast node) of every public class, function and method in framework.api."""
+    """(module name, qualified name, ast node) of every public class, function and method in mirrorline.api."""
     for path in API_FILES:
         module = _module_name(path)
         tree = ast.parse(path.read_text())
@@ -245,22 +251,22 @@ def test_public_api_has_docstring(module, name, node):
 
 
 def test_package_exports_resolve():
-    for name in framework.api.__all__:
-        assert hasattr(framework.api, name), name
+    for name in mirrorline.api.__all__:
+        assert hasattr(mirrorline.api, name), name
 
 
 # ---------------------------------------------------------------------------------------
 # (d) every config key is documented
 # ---------------------------------------------------------------------------------------
 
-CONFIG_MODULES = ["mirrorline_example.sequence", "framework.runtime.connector_config",
-                  "framework.runtime.worker_config"]
+CONFIG_MODULES = ["mirrorline_example.sequence", "mirrorline.runtime.connector_config",
+                  "mirrorline.runtime.worker_config"]
 
 
 def _installed_plugin_classes() -> list[tuple[str, type]]:
     """(kind, class) of every plugin class the installed plugins register, from the registry itself:
     connectors, transforms, predicates, converters, header converters, config providers, jobs."""
-    from framework.plugins import PluginRegistry, full_name
+    from mirrorline.plugins import PluginRegistry, full_name
 
     registry = PluginRegistry.discover()
     found: dict[str, tuple[str, type]] = {}
@@ -270,7 +276,7 @@ def _installed_plugin_classes() -> list[tuple[str, type]]:
         table = getattr(registry, attribute, None)
         if table is not None:
             tables.append((kind, table.all()))
-    from framework.runtime.config_providers import provider_classes  # built-in providers and the plugins'
+    from mirrorline.runtime.config_providers import provider_classes  # built-in providers and the plugins'
 
     tables.append(("config provider", {full_name(c): c for c in
                                        provider_classes(registry.config_provider_classes()).values()}))
@@ -301,7 +307,7 @@ def _config_defs():
 
 
 def _plugin_config_keys():
-    from framework.plugins import full_name
+    from mirrorline.plugins import full_name
 
     for kind, cls in _installed_plugin_classes():
         definition = getattr(cls, "config_def", None)
@@ -317,12 +323,12 @@ def test_config_defs_found():
     owners = {owner for owner, _ in CONFIG_KEYS}
     assert "mirrorline_example.sequence.SequenceSourceConnector.config_def" in owners \
         or "mirrorline_example.sequence.CONFIG_DEF" in owners
-    assert "framework.runtime.connector_config.CONNECTOR_CONFIG_DEF" in owners
-    assert "framework.runtime.worker_config.WORKER_CONFIG_DEF" in owners
+    assert "mirrorline.runtime.connector_config.CONNECTOR_CONFIG_DEF" in owners
+    assert "mirrorline.runtime.worker_config.WORKER_CONFIG_DEF" in owners
     example = importlib.import_module("mirrorline_example.sequence").SequenceSourceConnector
     assert example.config_def.keys, "the example connector declares settings"
     # every installed plugin, found through the registry rather than listed here
-    assert any(o.startswith("connector connectors.source_mirror.connector.MirrorSourceConnector") for o in owners)
+    assert any(o.startswith("connector mirrorline.connectors.source_mirror.connector.MirrorSourceConnector") for o in owners)
     assert any(o.startswith("transformation ") for o in owners)
     assert any(o.startswith("transformation mirrorline_pii.") for o in owners), "the PII example plugin's transform"
     kinds = {kind for kind, _ in _installed_plugin_classes()}

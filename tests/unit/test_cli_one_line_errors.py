@@ -13,13 +13,13 @@ import sys
 
 import pytest
 
-from framework.api.errors import ConnectError
-from framework.cli import main as cli
-from framework.runtime.process import Listener, check_listener_free, serve
+from mirrorline.api.errors import ConnectError
+from mirrorline.cli import main as cli
+from mirrorline.runtime.process import Listener, check_listener_free, serve
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "framework.cli.main", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "mirrorline.cli.main", *args], capture_output=True, text=True,
                           timeout=120)
 
 
@@ -98,7 +98,7 @@ def test_a_bug_is_one_line_and_its_traceback_on_request(monkeypatch, capsys):
     def broken(args):
         raise KeyError("surprise")
 
-    monkeypatch.setattr("framework.cli.plugins._run", broken)
+    monkeypatch.setattr("mirrorline.cli.plugins._run", broken)
     monkeypatch.setattr(logging.getLogger(), "level", logging.getLogger().level)  # main() may reconfigure it
     assert cli.main(["plugins"]) == 1
     err = capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""client_kwargs with Java's TLS and SASL settings, against stores made by framework.testing.tls."""
+"""client_kwargs with Java's TLS and SASL settings, against stores made by mirrorline.localkafka.tls."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from connectors.mirror_client.config import client_props
-from connectors.mirror_client.mm2_config import MirrorMakerConfig
-from framework.api import ConfigError, Password
-from framework.clients.kafka_clients import client_kwargs
-from framework.testing.tls import make_ca, write_tls_material
+from mirrorline.connectors.mirror_client.config import client_props
+from mirrorline.connectors.mirror_client.mm2_config import MirrorMakerConfig
+from mirrorline.api import ConfigError, Password
+from mirrorline.clients.kafka_clients import client_kwargs
+from mirrorline.localkafka.tls import make_ca, write_tls_material
 
 STORE_PASSWORD = "store-pw-1"
 SCRAM_JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
@@ -71,7 +71,7 @@ def test_keystores_give_the_client_certificate(tls, store, extra):
 
 
 def test_jks_key_with_its_own_password(tmp_path):
-    from framework.testing.tls import issue, write_jks_keystore
+    from mirrorline.localkafka.tls import issue, write_jks_keystore
 
     ca = make_ca()
     path = write_jks_keystore(tmp_path / "k.jks", issue(ca, "c", server=False), STORE_PASSWORD, "key-pw-2")

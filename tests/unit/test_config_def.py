@@ -1,4 +1,4 @@
-"""Unit tests of framework.api.config: ConfigKey/ConfigDef parsing, validation and self-description."""
+"""Unit tests of mirrorline.api.config: ConfigKey/ConfigDef parsing, validation and self-description."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from framework.api.config import (
+from mirrorline.api.config import (
     NO_DEFAULT,
     Config,
     ConfigDef,
@@ -22,7 +22,7 @@ from framework.api.config import (
     format_value,
     split_list,
 )
-from framework.api.errors import ConfigError
+from mirrorline.api.errors import ConfigError
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1

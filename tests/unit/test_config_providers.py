@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from framework.api import ConfigError
-from framework.api.config_provider import ConfigProvider
-from framework.runtime.config_providers import (
+from mirrorline.api import ConfigError
+from mirrorline.api.config_provider import ConfigProvider
+from mirrorline.runtime.config_providers import (
     ConfigResolver,
     has_references,
     provider_classes,

@@ -1,4 +1,4 @@
-"""Unit tests of framework.clients.configfile: Java .properties, YAML and Connect-shaped JSON config files."""
+"""Unit tests of mirrorline.clients.configfile: Java .properties, YAML and Connect-shaped JSON config files."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from framework.api.errors import ConfigError
-from framework.clients.configfile import load_config_file, parse_properties, parse_yaml
+from mirrorline.api.errors import ConfigError
+from mirrorline.clients.configfile import load_config_file, parse_properties, parse_yaml
 
 
 def write(tmp_path, name: str, text: str | bytes):

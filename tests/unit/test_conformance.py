@@ -1,4 +1,4 @@
-"""The conformance suite (framework.testing.conformance) run against every installed connector and the
+"""The conformance suite (mirrorline.testing.conformance) run against every installed connector and the
 PII example transform.
 
 Connectors come from the plugin registry, not from a list here: a connector installed later is
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from framework.plugins import PluginRegistry
-from framework.testing.conformance import FROM_CONNECTOR, ConnectorConformance, TransformConformance
+from mirrorline.plugins import PluginRegistry
+from mirrorline.testing.conformance import FROM_CONNECTOR, ConnectorConformance, TransformConformance
 
 _WORK = Path(tempfile.mkdtemp(prefix="mirrorline-conformance-"))
 (_WORK / "in.txt").write_text("first line\nsecond line\n")
@@ -25,13 +25,13 @@ _FLOW = {"source.cluster.alias": "A", "target.cluster.alias": "B",
 
 #: connector full name -> (start_config, task_config); None where that step needs a broker.
 CONFIGS: dict[str, tuple[dict[str, str] | None, dict[str, str] | str | None]] = {
-    "connectors.source_mirror.connector.MirrorSourceConnector": ({**_FLOW, "enabled": "false"}, None),
-    "connectors.checkpoint.connector.MirrorCheckpointConnector": ({**_FLOW, "enabled": "false"}, None),
+    "mirrorline.connectors.source_mirror.connector.MirrorSourceConnector": ({**_FLOW, "enabled": "false"}, None),
+    "mirrorline.connectors.checkpoint.connector.MirrorCheckpointConnector": ({**_FLOW, "enabled": "false"}, None),
     # the heartbeat connector creates its topic on the target in start(); its task is pure
-    "connectors.heartbeat.connector.MirrorHeartbeatConnector": (None, {**_FLOW, "emit.heartbeats.interval.seconds": "1"}),
-    "connectors.file.source.FileStreamSourceConnector": (
+    "mirrorline.connectors.heartbeat.connector.MirrorHeartbeatConnector": (None, {**_FLOW, "emit.heartbeats.interval.seconds": "1"}),
+    "mirrorline.connectors.file.source.FileStreamSourceConnector": (
         {"file": str(_WORK / "in.txt"), "topic": "lines"}, {"file": str(_WORK / "in.txt"), "topic": "lines"}),
-    "connectors.file.sink.FileStreamSinkConnector": (
+    "mirrorline.connectors.file.sink.FileStreamSinkConnector": (
         {"file": str(_WORK / "out.txt"), "topics": "lines"}, {"file": str(_WORK / "out.txt"), "topics": "lines"}),
     "mirrorline_example.sequence.SequenceSourceConnector": ({"topic": "numbers"}, FROM_CONNECTOR),
 }
@@ -75,14 +75,14 @@ def test_pii_transform_conformance_applies_to_the_example_record():
 
 @pytest.mark.parametrize("name", sorted(REGISTRY.transforms.all()))
 def test_every_installed_transform_declares_documented_settings(name):
-    from framework.testing.conformance import check_config_def
+    from mirrorline.testing.conformance import check_config_def
 
     check_config_def(name, REGISTRY.transforms.all()[name].config_def)
 
 
 def test_a_broken_connector_fails_the_suite():
     """The suite is not a rubber stamp: a connector returning too many task configs is caught."""
-    from framework.api import SourceConnector
+    from mirrorline.api import SourceConnector
 
     from mirrorline_example.sequence import SequenceSourceConnector
 
@@ -91,7 +91,7 @@ def test_a_broken_connector_fails_the_suite():
             return [{"topic": "t"}] * (max_tasks + 1)
 
     class Undocumented(SourceConnector):
-        from framework.api import ConfigDef, ConfigKey, Type
+        from mirrorline.api import ConfigDef, ConfigKey, Type
         config_def = ConfigDef([ConfigKey("x", Type.STRING)])
 
     class TestGreedy(ConnectorConformance):

@@ -7,17 +7,17 @@ import decimal
 
 import pytest
 
-from framework.api.converters import infer_schema
-from framework.api.errors import BadRequestError, ConfigError, DataError, NotFoundError
-from framework.api.records import SinkRecord, SourceRecord
-from framework.converters.bytearray import ByteArrayConverter
-from framework.converters.json_converter import ENVELOPE_ERROR, JsonConverter
-from framework.converters.simple_header import SimpleHeaderConverter
-from framework.converters.string import StringConverter
-from framework.plugins import PluginRegistry
-from framework.runtime.abstract_herder import validate_or_raise
-from framework.runtime.converters import build_converters, source_converters, validate_converters
-from framework.runtime.error_handling import Stage, StageError
+from mirrorline.api.converters import infer_schema
+from mirrorline.api.errors import BadRequestError, ConfigError, DataError, NotFoundError
+from mirrorline.api.records import SinkRecord, SourceRecord
+from mirrorline.converters.bytearray import ByteArrayConverter
+from mirrorline.converters.json_converter import ENVELOPE_ERROR, JsonConverter
+from mirrorline.converters.simple_header import SimpleHeaderConverter
+from mirrorline.converters.string import StringConverter
+from mirrorline.plugins import PluginRegistry
+from mirrorline.runtime.abstract_herder import validate_or_raise
+from mirrorline.runtime.converters import build_converters, source_converters, validate_converters
+from mirrorline.runtime.error_handling import Stage, StageError
 
 # What Connect's JsonConverter writes for a struct (the Confluent docs' ksql "users" example).
 CONNECT_STRUCT = (b'{"schema":{"type":"struct","fields":[{"type":"int64","optional":false,"field":"registertime"},'
@@ -234,7 +234,7 @@ def test_a_converter_failure_names_its_stage_and_class(plugins):
     with pytest.raises(StageError) as failure:
         converters.to_data(SinkRecord("t", 0, 5, value=b"not json"))
     assert failure.value.stage is Stage.VALUE_CONVERTER
-    assert failure.value.executing_class == "framework.converters.json_converter.JsonConverter"
+    assert failure.value.executing_class == "mirrorline.converters.json_converter.JsonConverter"
     assert isinstance(failure.value.__cause__, DataError)
 
 

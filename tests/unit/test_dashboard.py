@@ -113,10 +113,10 @@ def declared_metrics() -> dict[str, set[str]]:
     """Every metric mirrorline's modules declare, as exported (counters with ``_total``) -> its labels."""
     from prometheus_client.metrics import MetricWrapperBase
 
-    from connectors.checkpoint import metrics as checkpoint_metrics
-    from connectors.source_mirror import metrics as source_metrics
-    from framework.runtime import metrics as runtime_metrics
-    from framework.runtime.distributed import metrics as worker_metrics
+    from mirrorline.connectors.checkpoint import metrics as checkpoint_metrics
+    from mirrorline.connectors.source_mirror import metrics as source_metrics
+    from mirrorline.runtime import metrics as runtime_metrics
+    from mirrorline.runtime.distributed import metrics as worker_metrics
 
     declared = {}
     for module in (runtime_metrics, worker_metrics, source_metrics, checkpoint_metrics):

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from connectors.mirror_client.mm2_config import CONNECTOR_NAMES, MirrorMakerConfig
-from connectors.mm2.command import worker_specs
-from framework.clients.configfile import load_config_file
-from framework.plugins import PluginRegistry
-from framework.runtime.connector_config import CONNECTOR_CONFIG_DEF
-from framework.runtime.worker_config import DISTRIBUTED_CONFIG_DEF, WORKER_CONFIG_DEF
+from mirrorline.connectors.mirror_client.mm2_config import CONNECTOR_NAMES, MirrorMakerConfig
+from mirrorline.connectors.mm2.command import worker_specs
+from mirrorline.clients.configfile import load_config_file
+from mirrorline.plugins import PluginRegistry
+from mirrorline.runtime.connector_config import CONNECTOR_CONFIG_DEF
+from mirrorline.runtime.worker_config import DISTRIBUTED_CONFIG_DEF, WORKER_CONFIG_DEF
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from framework.clients.configfile import parse_properties
+from mirrorline.clients.configfile import parse_properties
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTAINER = ROOT / "deploy" / "container"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from framework.api import ConfigError
-from framework.clients.jaas import LoginModule, parse_jaas_config, quote_jaas_value, single_login_module
+from mirrorline.api import ConfigError
+from mirrorline.clients.jaas import LoginModule, parse_jaas_config, quote_jaas_value, single_login_module
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"

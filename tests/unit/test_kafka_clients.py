@@ -1,4 +1,4 @@
-"""Unit tests of framework.clients.kafka_clients.client_kwargs: Java client settings to aiokafka arguments."""
+"""Unit tests of mirrorline.clients.kafka_clients.client_kwargs: Java client settings to aiokafka arguments."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import aiokafka
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from framework.api import ConfigError
-from framework.clients.kafka_clients import client_kwargs
+from mirrorline.api import ConfigError
+from mirrorline.clients.kafka_clients import client_kwargs
 
 CLIENT_CLASSES = {"producer": aiokafka.AIOKafkaProducer, "consumer": aiokafka.AIOKafkaConsumer,
                   "admin": AIOKafkaAdminClient}

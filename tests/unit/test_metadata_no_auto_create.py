@@ -1,4 +1,4 @@
-"""Unit tests of the metadata patch (framework.clients.no_auto_create), RecordProducer's arguments and
+"""Unit tests of the metadata patch (mirrorline.clients.no_auto_create), RecordProducer's arguments and
 the ``max.block.ms`` mapping: the pure-logic side of "our clients never auto-create topics"."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import aiokafka
 import pytest
 from aiokafka.protocol.metadata import MetadataRequest, MetadataRequest_v1, MetadataRequest_v4, MetadataRequest_v5
 
-import framework  # noqa: F401  (installs the patch, as any mirrorline import does)
-from framework.api import PartitionNotAvailableError, RetriableError
-from framework.clients import no_auto_create
-from framework.clients.kafka_clients import client_kwargs
-from framework.clients.producer import DEFAULT_MAX_BLOCK_MS, RecordProducer
+import mirrorline  # noqa: F401  (installs the patch, as any mirrorline import does)
+from mirrorline.api import PartitionNotAvailableError, RetriableError
+from mirrorline.clients import no_auto_create
+from mirrorline.clients.kafka_clients import client_kwargs
+from mirrorline.clients.producer import DEFAULT_MAX_BLOCK_MS, RecordProducer
 
 
 @pytest.mark.parametrize("struct", [MetadataRequest_v4, MetadataRequest_v5])

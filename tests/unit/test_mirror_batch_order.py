@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from connectors.source_mirror.task import interleave
+from mirrorline.connectors.source_mirror.task import interleave
 
 
 def test_batches_are_interleaved_round_robin_keeping_each_partitions_order():

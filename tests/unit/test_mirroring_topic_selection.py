@@ -9,17 +9,17 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from framework.api import ClusterState, NotFoundError
-from framework.cli import main as cli
-from framework.rest import create_app
+from mirrorline.api import ClusterState, NotFoundError
+from mirrorline.cli import main as cli
+from mirrorline.rest import create_app
 
-from connectors.mirror_client.topic_selection import (SelectionAccessDenied, SelectionKey, StoredSelection,
+from mirrorline.connectors.mirror_client.topic_selection import (SelectionAccessDenied, SelectionKey, StoredSelection,
                                                      check_includes)
-from connectors.source_mirror import rest_admin
-from connectors.source_mirror.config_topic import TaskConfigReader
-from connectors.source_mirror.rest_admin import MirroringRestExtension
-from connectors.source_mirror.selection_admin import MirrorTarget, parse_selection_request
-from connectors.source_mirror.topics import assigned_topics, topic_filter_for
+from mirrorline.connectors.source_mirror import rest_admin
+from mirrorline.connectors.source_mirror.config_topic import TaskConfigReader
+from mirrorline.connectors.source_mirror.rest_admin import MirroringRestExtension
+from mirrorline.connectors.source_mirror.selection_admin import MirrorTarget, parse_selection_request
+from mirrorline.connectors.source_mirror.topics import assigned_topics, topic_filter_for
 from test_rest_api import FakeHerder  # same folder: on sys.path under pytest
 
 
@@ -274,7 +274,7 @@ def test_cli_argument_errors(argv, words, tmp_path, capsys):
     (TimeoutError(), 503, "no answer within"),
 ])
 async def test_store_failures_name_the_connector_and_cluster(monkeypatch, error, status, words):
-    from connectors.source_mirror import selection_admin
+    from mirrorline.connectors.source_mirror import selection_admin
 
     class FailingStore:
         async def __aenter__(self):
@@ -295,9 +295,9 @@ async def test_store_failures_name_the_connector_and_cluster(monkeypatch, error,
 # -- the connector applies what is stored ---------------------------------------------------------
 
 async def test_connector_applies_the_stored_selection_and_falls_back_to_topics(caplog):
-    from connectors.mirror_client.policies import DefaultReplicationPolicy
-    from connectors.source_mirror import connector as connector_module
-    from connectors.source_mirror.topics import TopicSelection
+    from mirrorline.connectors.mirror_client.policies import DefaultReplicationPolicy
+    from mirrorline.connectors.source_mirror import connector as connector_module
+    from mirrorline.connectors.source_mirror.topics import TopicSelection
 
     answers: list[Any] = []
 

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-import connectors.mm2.processes as processes
-from connectors.mm2.processes import ChildProcesses, child_argv, process_count, run_with_children
-from framework.api import ConfigError, ConnectError
-from framework.runtime.distributed.assignment import MemberState, assign
+import mirrorline.connectors.mm2.processes as processes
+from mirrorline.connectors.mm2.processes import ChildProcesses, child_argv, process_count, run_with_children
+from mirrorline.api import ConfigError, ConnectError
+from mirrorline.runtime.distributed.assignment import MemberState, assign
 
 #: A child that stops cleanly on SIGTERM (as a mirrorline worker does), and otherwise runs a minute.
 POLITE_CHILD = [sys.executable, "-c",
@@ -45,7 +45,7 @@ def test_process_count_refuses_anything_else(text):
 
 @pytest.mark.parametrize("value", ["0", "-1"])
 def test_cli_refuses_a_bad_process_count_with_one_line(tmp_path, value):
-    result = subprocess.run([sys.executable, "-m", "framework.cli.main", "mm2", str(tmp_path / "mm2.properties"),
+    result = subprocess.run([sys.executable, "-m", "mirrorline.cli.main", "mm2", str(tmp_path / "mm2.properties"),
                              "--processes", value], capture_output=True, text=True, timeout=120)
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 1 and len(lines) == 1, result.stderr
@@ -55,7 +55,7 @@ def test_cli_refuses_a_bad_process_count_with_one_line(tmp_path, value):
 
 def test_child_command_runs_the_same_file_and_flows_without_listeners():
     argv = child_argv("conf/mm2.properties", ["B", "C"], "DEBUG")
-    assert argv[:3] == [sys.executable, "-m", "framework.cli.main"]
+    assert argv[:3] == [sys.executable, "-m", "mirrorline.cli.main"]
     assert argv[3:] == ["--log-level", "DEBUG", "mm2", "conf/mm2.properties", "--child-of", str(os.getpid()),
                         "--clusters", "B", "C"]
     assert "--listeners" not in child_argv("mm2.properties", None, None)
@@ -141,7 +141,7 @@ def test_a_child_dies_with_its_parent(tmp_path):
         pytest.skip("PR_SET_PDEATHSIG is Linux only")
     marker = tmp_path / "child-stopped"
     child = ("import os, signal, sys, time\n"
-             "from connectors.mm2.processes import die_with_parent\n"
+             "from mirrorline.connectors.mm2.processes import die_with_parent\n"
              f"signal.signal(signal.SIGTERM, lambda *a: (open({str(marker)!r}, 'w').close(), sys.exit(0)))\n"
              "die_with_parent(int(sys.argv[1]))\n"
              "print(os.getpid(), flush=True)\n"

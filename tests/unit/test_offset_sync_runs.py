@@ -12,10 +12,10 @@ import random
 
 import pytest
 
-from connectors.mirror_client.formats import OffsetSync
-from connectors.mirror_client.offset_sync_runs import UNCHAINED, MAX_RUNS, PartitionRuns, Run, chain_headers, chain_of
-from connectors.mirror_client.offset_sync_store import OffsetSyncStore
-from connectors.source_mirror.offset_syncs import OffsetSyncWriter
+from mirrorline.connectors.mirror_client.formats import OffsetSync
+from mirrorline.connectors.mirror_client.offset_sync_runs import UNCHAINED, MAX_RUNS, PartitionRuns, Run, chain_headers, chain_of
+from mirrorline.connectors.mirror_client.offset_sync_store import OffsetSyncStore
+from mirrorline.connectors.source_mirror.offset_syncs import OffsetSyncWriter
 
 TOPIC = "orders"
 SYNCS_TOPIC = "mm2-offset-syncs.B.internal"

@@ -1,10 +1,10 @@
-"""Unit tests of framework.runtime.offset_tracker.OffsetTracker: only acknowledged prefixes are committable."""
+"""Unit tests of mirrorline.runtime.offset_tracker.OffsetTracker: only acknowledged prefixes are committable."""
 
 from __future__ import annotations
 
 import pytest
 
-from framework.runtime.offset_tracker import OffsetTracker
+from mirrorline.runtime.offset_tracker import OffsetTracker
 
 P0 = {"stream": 0}
 P1 = {"stream": 1}

@@ -1,5 +1,5 @@
 """The examples of docs/plugin-authoring.md run as written: the 39-line plugin, and the test of it in
-"Testing your plugin", which uses the plugin test kit (framework.testing.plugin_kit, conformance).
+"Testing your plugin", which uses the plugin test kit (mirrorline.testing.plugin_kit, conformance).
 
 Both blocks are cut out of the document, written to a temporary directory and run with pytest in
 a subprocess, as a plugin author would run them; no broker is involved.

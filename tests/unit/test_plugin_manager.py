@@ -14,8 +14,8 @@ import textwrap
 
 import pytest
 
-from framework.api import SourceConnector, SourceTask, hookimpl
-from framework.plugins import ENTRY_POINT_GROUP, PluginRegistry, UnknownHookError
+from mirrorline.api import SourceConnector, SourceTask, hookimpl
+from mirrorline.plugins import ENTRY_POINT_GROUP, PluginRegistry, UnknownHookError
 
 
 class _Task(SourceTask):
@@ -157,7 +157,7 @@ def _write_distribution(root, module: str, source: str, dist: str) -> None:
 
 
 MISSPELT_MODULE = '''
-from framework.api import hookimpl
+from mirrorline.api import hookimpl
 
 
 @hookimpl
@@ -184,7 +184,7 @@ def test_an_installed_plugin_with_a_misspelt_hook_is_named_with_its_distribution
 
 
 def test_mirrorline_plugins_reports_it_and_exits_1(misspelt_distribution):
-    result = subprocess.run([sys.executable, "-c", "import sys; from framework.cli.main import main; sys.exit(main())",
+    result = subprocess.run([sys.executable, "-c", "import sys; from mirrorline.cli.main import main; sys.exit(main())",
                              "plugins"], capture_output=True, text=True, timeout=120,
                             env={**os.environ, "PYTHONPATH": str(misspelt_distribution)})
     assert result.returncode == 1, result.stdout + result.stderr

@@ -1,4 +1,4 @@
-"""Unit tests of framework.plugins over real distributions written to disk (no mocks).
+"""Unit tests of mirrorline.plugins over real distributions written to disk (no mocks).
 
 Each test writes importable packages plus ``*.dist-info`` folders (METADATA and
 ``entry_points.txt`` with a ``[mirrorline]`` group) into ``tmp_path`` and puts it on
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from framework.api import NotFoundError, SourceConnector
-from framework.plugins import ENTRY_POINT_GROUP, PluginRegistry, full_name, short_names
+from mirrorline.api import NotFoundError, SourceConnector
+from mirrorline.plugins import ENTRY_POINT_GROUP, PluginRegistry, full_name, short_names
 
 EXAMPLE = "mirrorline_example.sequence.SequenceSourceConnector"
 MODULE_PREFIX = "mlt_"
@@ -54,7 +54,7 @@ class NoTask(SourceTask):
 
 
 def _connector_module(*class_names: str, aliases: tuple[str, ...] = ()) -> str:
-    source = "from framework.api import SourceConnector, SourceTask, hookimpl\n" + _TASK
+    source = "from mirrorline.api import SourceConnector, SourceTask, hookimpl\n" + _TASK
     for name in class_names:
         source += f"\n\nclass {name}(SourceConnector):\n    aliases = {aliases!r}\n" + _CONNECTOR_BODY
     return source
@@ -72,7 +72,7 @@ def register_connectors():
 raise ImportError("mlt_broken needs libmissing, which is not installed")
 ''',
     "mlt_raising": '''
-from framework.api import hookimpl
+from mirrorline.api import hookimpl
 
 
 @hookimpl
@@ -92,7 +92,7 @@ def register_connectors():
     "mlt_dup_a": _connector_module("DupSourceConnector"),
     "mlt_dup_b": _connector_module("DupSourceConnector"),
     "mlt_dups": '''
-from framework.api import hookimpl
+from mirrorline.api import hookimpl
 from mlt_dup_a import DupSourceConnector as A
 from mlt_dup_b import DupSourceConnector as B
 
@@ -194,7 +194,7 @@ def test_each_failure_recorded_with_entry_point_distribution_and_reason(registry
 
 
 def test_failures_are_logged(plugin_path, caplog):
-    with caplog.at_level(logging.ERROR, logger="framework.plugins"):
+    with caplog.at_level(logging.ERROR, logger="mirrorline.plugins"):
         PluginRegistry.discover()
     text = caplog.text
     for dist in ("mirrorline-broken", "mirrorline-raising", "mirrorline-notconn"):
@@ -211,7 +211,7 @@ def test_refresh_does_not_duplicate_failures(registry):
 
 
 def test_extra_plugins_registered_directly(plugin_path):
-    from framework.api import hookimpl
+    from mirrorline.api import hookimpl
 
     class Holder:
         @staticmethod
@@ -306,7 +306,7 @@ def _mirrorline_command() -> list[str]:
     if script.exists():
         return [str(script)]
     found = shutil.which("mirrorline")
-    return [found] if found else [sys.executable, "-m", "framework.cli.main"]
+    return [found] if found else [sys.executable, "-m", "mirrorline.cli.main"]
 
 
 def _run_plugins(pythonpath: Path | None, cwd: Path) -> subprocess.CompletedProcess:

@@ -9,22 +9,22 @@ import textwrap
 import pluggy
 import pytest
 
-from connectors.mirror_client.config import (
+from mirrorline.connectors.mirror_client.config import (
     COMMON_CONFIG_DEF,
     REPLICATION_POLICY_CLASS,
     load_replication_policy,
     replication_policies,
 )
-from connectors.mirror_client.policies import (
+from mirrorline.connectors.mirror_client.policies import (
     DefaultReplicationPolicy,
     IdentityReplicationPolicy,
     SuffixReplicationPolicy,
 )
-from framework.api import ConfigError, hookimpl
-from framework.api import hookspecs
-from framework.api.errors import BadRequestError
-from framework.plugins import PluginRegistry
-from framework.runtime.abstract_herder import validate_or_raise
+from mirrorline.api import ConfigError, hookimpl
+from mirrorline.api import hookspecs
+from mirrorline.api.errors import BadRequestError
+from mirrorline.plugins import PluginRegistry
+from mirrorline.runtime.abstract_herder import validate_or_raise
 
 
 class PrefixOnlyPolicy(DefaultReplicationPolicy):
@@ -68,7 +68,7 @@ def sentinel_module(tmp_path, monkeypatch):
     (tmp_path / f"{name}.py").write_text(textwrap.dedent(f"""
         import pathlib
         pathlib.Path({str(marker)!r}).write_text("imported")
-        from connectors.mirror_client.policies import DefaultReplicationPolicy
+        from mirrorline.connectors.mirror_client.policies import DefaultReplicationPolicy
 
         class Evil(DefaultReplicationPolicy):
             pass
@@ -86,12 +86,12 @@ def sentinel_module(tmp_path, monkeypatch):
 @pytest.mark.parametrize("name, cls", [
     ("org.apache.kafka.connect.mirror.DefaultReplicationPolicy", DefaultReplicationPolicy),
     ("DefaultReplicationPolicy", DefaultReplicationPolicy),
-    ("connectors.mirror_client.policies.DefaultReplicationPolicy", DefaultReplicationPolicy),
+    ("mirrorline.connectors.mirror_client.policies.DefaultReplicationPolicy", DefaultReplicationPolicy),
     ("org.apache.kafka.connect.mirror.IdentityReplicationPolicy", IdentityReplicationPolicy),
     ("IdentityReplicationPolicy", IdentityReplicationPolicy),
-    ("connectors.mirror_client.policies.IdentityReplicationPolicy", IdentityReplicationPolicy),
+    ("mirrorline.connectors.mirror_client.policies.IdentityReplicationPolicy", IdentityReplicationPolicy),
     ("SuffixReplicationPolicy", SuffixReplicationPolicy),
-    ("connectors.mirror_client.policies.SuffixReplicationPolicy", SuffixReplicationPolicy),
+    ("mirrorline.connectors.mirror_client.policies.SuffixReplicationPolicy", SuffixReplicationPolicy),
 ])
 def test_built_in_policies_by_java_and_python_names(name, cls):
     assert type(load_replication_policy({REPLICATION_POLICY_CLASS: name})) is cls
@@ -102,7 +102,7 @@ def test_default_when_unset():
 
 
 @pytest.mark.parametrize("name", ["json.tool.main", "os.system", "subprocess.Popen", "builtins.eval",
-                                  "connectors.mirror_client.policies.ReplicationPolicy", "nope"])
+                                  "mirrorline.connectors.mirror_client.policies.ReplicationPolicy", "nope"])
 def test_unknown_policy_is_a_config_error_listing_the_known_names(name):
     modules = set(sys.modules)
     with pytest.raises(ConfigError) as raised:
@@ -147,9 +147,9 @@ def test_a_plugin_cannot_take_a_built_in_name(plugin_policies):
 
     plugin_policies(DefaultReplicationPolicy)
     known = replication_policies()
-    assert known["DefaultReplicationPolicy"].__module__ == "connectors.mirror_client.policies"
+    assert known["DefaultReplicationPolicy"].__module__ == "mirrorline.connectors.mirror_client.policies"
     assert known["org.apache.kafka.connect.mirror.DefaultReplicationPolicy"].__module__ == \
-        "connectors.mirror_client.policies"
+        "mirrorline.connectors.mirror_client.policies"
 
 
 def test_a_failing_hook_is_reported_not_raised(plugin_policies):
@@ -191,8 +191,8 @@ def test_connector_class_naming_a_module_on_the_path_does_not_import_it(sentinel
 async def test_connector_class_over_rest_is_400_without_import(sentinel_module):
     from aiohttp.test_utils import TestClient, TestServer
 
-    from framework.rest import create_app
-    from framework.testing.herder_fakes import registry_of, start_distributed_herder
+    from mirrorline.rest import create_app
+    from support.herder_fakes import registry_of, start_distributed_herder
 
     name, _ = sentinel_module
     rig = await start_distributed_herder(registry_of())

@@ -1,4 +1,4 @@
-"""Unit tests of connectors.source_mirror.record_batches.split_fetched: what comes out, decoded again with
+"""Unit tests of mirrorline.connectors.source_mirror.record_batches.split_fetched: what comes out, decoded again with
 aiokafka, is what a read_committed consumer reads from the source bytes, record for record.
 
 Source batches are built with aiokafka's builders and then given the header fields a broker writes
@@ -21,7 +21,7 @@ from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
 from aiokafka.record.memory_records import MemoryRecords
 from aiokafka.structs import TopicPartition
 
-from connectors.source_mirror.record_batches import SplitResult, coalesce, split_fetched
+from mirrorline.connectors.source_mirror.record_batches import SplitResult, coalesce, split_fetched
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 T0 = 1_700_000_000_000

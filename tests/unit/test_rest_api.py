@@ -1,4 +1,4 @@
-"""Unit tests of the REST mapping layer (framework.rest) over an in-memory fake Herder.
+"""Unit tests of the REST mapping layer (mirrorline.rest) over an in-memory fake Herder.
 
 The fake stands in for the herder only to check how requests become herder calls and how
 results and exceptions become Connect's status codes and JSON shapes.
@@ -15,12 +15,12 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from framework.api.errors import AlreadyExistsError, BadRequestError, NotFoundError, RebalanceInProgressError
-from framework.rest import RestServer, create_app
-from framework.rest.common import LOGGERS
-from framework.rest.loggers import Loggers
-from framework.rest.openapi import OPERATIONS, registered_operations
-from framework.runtime.herder import Herder
+from mirrorline.api.errors import AlreadyExistsError, BadRequestError, NotFoundError, RebalanceInProgressError
+from mirrorline.rest import RestServer, create_app
+from mirrorline.rest.common import LOGGERS
+from mirrorline.rest.loggers import Loggers
+from mirrorline.rest.openapi import OPERATIONS, registered_operations
+from mirrorline.runtime.herder import Herder
 
 WORKER = "127.0.0.1:8083"
 
@@ -185,7 +185,7 @@ class FakeHerder(Herder):
         self._record("connector_plugins", connectors_only=connectors_only)
         plugins = [{"class": "connectors.mirror.MirrorSourceConnector", "type": "source", "version": "0.1.0"}]
         if not connectors_only:
-            plugins.append({"class": "framework.converters.ByteArrayConverter", "type": "converter"})
+            plugins.append({"class": "mirrorline.converters.ByteArrayConverter", "type": "converter"})
         return plugins
 
     async def plugin_config(self, plugin: str) -> list[dict[str, Any]]:
@@ -613,7 +613,7 @@ async def test_rebalance_is_409(client: TestClient, herder: FakeHerder) -> None:
 async def test_unexpected_exception_is_500_json(client: TestClient, herder: FakeHerder,
                                                 caplog: pytest.LogCaptureFixture) -> None:
     herder.fail_with = RuntimeError("the disk is on fire")
-    with caplog.at_level(logging.ERROR, logger="framework.rest.app"):
+    with caplog.at_level(logging.ERROR, logger="mirrorline.rest.app"):
         await assert_error(await client.get("/connectors"), 500, "the disk is on fire")
     assert any(r.exc_info and "GET /connectors" in r.getMessage() for r in caplog.records)
 

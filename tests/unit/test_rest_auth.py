@@ -14,18 +14,18 @@ from types import SimpleNamespace
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from framework.api.errors import ConfigError
-from framework.rest import auth as auth_module
-from framework.rest import create_app
-from framework.rest.auth import (BASIC_AUTH_EXTENSION, PROPERTY_FILE_LOGIN_MODULE, SIGNATURE_HEADER, TIMESTAMP_HEADER,
+from mirrorline.api.errors import ConfigError
+from mirrorline.rest import auth as auth_module
+from mirrorline.rest import create_app
+from mirrorline.rest.auth import (BASIC_AUTH_EXTENSION, PROPERTY_FILE_LOGIN_MODULE, SIGNATURE_HEADER, TIMESTAMP_HEADER,
                                  Credentials, RestAuth, basic_credentials, credentials_file_from_jaas,
                                  credentials_from_config, jaas_path_from_java_options, parse_credentials, parse_jaas,
                                  rest_auth_from_config, sign_request, verify_signature, warn_if_open)
-from framework.rest.tls import RestSslSettings, client_ssl_context, server_ssl_context, trusted_certificates_pem
-from framework.runtime.distributed.forwarding import WorkerClient, connector_path
-from framework.runtime.process import parse_listener, rest_security
-from framework.runtime.worker_config import WORKER_CONFIG_DEF
-from framework.storage.kafka_configs import KafkaConfigStore, SessionKey
+from mirrorline.rest.tls import RestSslSettings, client_ssl_context, server_ssl_context, trusted_certificates_pem
+from mirrorline.runtime.distributed.forwarding import WorkerClient, connector_path
+from mirrorline.runtime.process import parse_listener, rest_security
+from mirrorline.runtime.worker_config import WORKER_CONFIG_DEF
+from mirrorline.storage.kafka_configs import KafkaConfigStore, SessionKey
 from test_rest_api import FakeHerder  # same folder: on sys.path under pytest
 
 KEY = b"k" * 32
@@ -305,7 +305,7 @@ def test_session_key_records_in_config_topic():
 # -- warnings and TLS --------------------------------------------------------------------------------
 
 def test_warns_when_listening_beyond_loopback_without_auth(caplog, credentials_file):
-    with caplog.at_level(logging.WARNING, logger="framework.rest.auth"):
+    with caplog.at_level(logging.WARNING, logger="mirrorline.rest.auth"):
         assert warn_if_open("0.0.0.0", RestAuth(), False)
         assert warn_if_open("", RestAuth(), False)
         assert not warn_if_open("127.0.0.1", RestAuth(), False)
@@ -317,7 +317,7 @@ def test_warns_when_listening_beyond_loopback_without_auth(caplog, credentials_f
 
 @pytest.fixture(scope="module")
 def tls_files(tmp_path_factory):
-    tls = pytest.importorskip("framework.testing.tls")
+    tls = pytest.importorskip("mirrorline.localkafka.tls")
     return tls.write_tls_material(tmp_path_factory.mktemp("tls"), "changeit", client_name="client")
 
 

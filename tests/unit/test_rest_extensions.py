@@ -1,4 +1,4 @@
-"""The REST extension contract (framework.api.rest_extension): plugins' routes on the REST API."""
+"""The REST extension contract (mirrorline.api.rest_extension): plugins' routes on the REST API."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from framework.api import (
+from mirrorline.api import (
     BadRequestError,
     ClusterState,
     NotFoundError,
@@ -18,11 +18,11 @@ from framework.api import (
     RestRequest,
     hookimpl,
 )
-from framework.plugins import PluginRegistry
-from framework.rest import create_app
-from framework.rest.auth import Credentials, RestAuth
-from framework.rest.extensions import HerderClusterState, installed_extensions
-from framework.storage.configs import MemoryConfigStore
+from mirrorline.plugins import PluginRegistry
+from mirrorline.rest import create_app
+from mirrorline.rest.auth import Credentials, RestAuth
+from mirrorline.rest.extensions import HerderClusterState, installed_extensions
+from mirrorline.storage.configs import MemoryConfigStore
 from test_api_contract import imported_modules  # same folder: on sys.path under pytest
 from test_rest_api import FakeHerder
 
@@ -183,7 +183,7 @@ async def test_extension_routes_are_behind_authentication():
 def test_add_route_checks_method_and_path():
     from aiohttp import web
 
-    from framework.rest.extensions import _Context
+    from mirrorline.rest.extensions import _Context
 
     context = _Context(web.Application(), HerderClusterState(FakeHerder(), None), "x")
 
@@ -219,7 +219,7 @@ def test_registry_collects_extensions_and_reports_bad_ones(caplog):
 
 
 def test_the_mirroring_extension_is_installed_by_the_source_mirror_plugin():
-    from connectors.source_mirror.rest_admin import MirroringRestExtension
+    from mirrorline.connectors.source_mirror.rest_admin import MirroringRestExtension
 
     assert MirroringRestExtension in PluginRegistry.discover().rest_extensions()
 
@@ -235,10 +235,10 @@ def test_installed_extensions_never_calls_into_the_herder():
 def test_the_contract_imports_no_web_framework():
     from pathlib import Path
 
-    import framework.api.rest_extension as module
+    import mirrorline.api.rest_extension as module
 
     modules = {name for _, name in imported_modules(Path(module.__file__))}
-    assert not any(name.split(".")[0] in ("aiohttp", "framework") and not name.startswith("framework.api")
+    assert not any(name.split(".")[0] in ("aiohttp", "framework") and not name.startswith("mirrorline.api")
                    for name in modules), modules
 
 
@@ -251,7 +251,7 @@ def test_request_json_raises_the_recorded_error():
 
 
 async def test_resolved_connector_config_uses_the_workers_config_providers(monkeypatch):
-    from framework.runtime.config_providers import ConfigResolver
+    from mirrorline.runtime.config_providers import ConfigResolver
 
     monkeypatch.setenv("MIRRORLINE_TEST_JAAS", "resolved-secret")
     herder = StoreHerder()

@@ -9,9 +9,9 @@ from urllib.parse import quote
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from framework.rest import create_app
-from framework.rest.common import DEFAULT_MAX_BODY, MAX_JSON_DEPTH
-from framework.rest.routes_connectors import MAX_NAME_LENGTH, NAME_PATTERN, check_new_name
+from mirrorline.rest import create_app
+from mirrorline.rest.common import DEFAULT_MAX_BODY, MAX_JSON_DEPTH
+from mirrorline.rest.routes_connectors import MAX_NAME_LENGTH, NAME_PATTERN, check_new_name
 from test_rest_api import FakeHerder
 
 CONFIG = {"connector.class": "Sequence", "tasks.max": "1"}
@@ -184,7 +184,7 @@ async def test_boolean_query_flags_accept_true_and_false(client, value):
 
 
 async def test_openapi_limits_connector_class_to_installed_plugins():
-    from framework.plugins import PluginRegistry
+    from mirrorline.plugins import PluginRegistry
 
     class PluginHerder(FakeHerder):
         plugins = PluginRegistry.discover()
@@ -193,5 +193,5 @@ async def test_openapi_limits_connector_class_to_installed_plugins():
         doc = await (await client.get("/openapi.json")).json()
     names = doc["components"]["schemas"]["ConnectorConfig"]["properties"]["connector.class"]["enum"]
     assert {"MirrorSource", "MirrorSourceConnector", "org.apache.kafka.connect.mirror.MirrorSourceConnector",
-            "connectors.source_mirror.connector.MirrorSourceConnector"} <= set(names)
+            "mirrorline.connectors.source_mirror.connector.MirrorSourceConnector"} <= set(names)
     assert "os.system" not in names

@@ -10,12 +10,12 @@ import logging
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from framework.api import ConfigDef, ConfigKey, RegexList, SourceConnector, SourceTask, Type
-from framework.api.config import Password
-from framework.api.secrets import HIDDEN, is_secret, redact, restore_hidden, scrub, secret_values
-from framework.plugins import full_name
-from framework.rest import create_app
-from framework.testing.herder_fakes import eventually, patch_record_producer, registry_of, start_distributed_herder
+from mirrorline.api import ConfigDef, ConfigKey, RegexList, SourceConnector, SourceTask, Type
+from mirrorline.api.config import Password
+from mirrorline.api.secrets import HIDDEN, is_secret, redact, restore_hidden, scrub, secret_values
+from mirrorline.plugins import full_name
+from mirrorline.rest import create_app
+from support.herder_fakes import eventually, patch_record_producer, registry_of, start_distributed_herder
 
 SECRET = "pl4nted-S3cret-7f3a"
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" '

@@ -6,8 +6,8 @@ import re
 
 from aiohttp.test_utils import TestClient, TestServer
 
-from framework.rest import create_app
-from framework.rest.openapi import registered_operations
+from mirrorline.rest import create_app
+from mirrorline.rest.openapi import registered_operations
 from test_rest_api import FakeHerder  # same folder: on sys.path under pytest
 
 

@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-import framework.transforms
-from framework.api import ConfigError, DataError, Password, SourceRecord
-from framework.api.secrets import HIDDEN, redact
-from framework.plugins import PluginRegistry
-from framework.runtime.abstract_herder import _config_infos, validate_or_raise
-from framework.runtime.transform_chain import TransformError, build_chain
-from framework.runtime.transform_config import alias_configs, iter_values, transform_config_def
-from framework.transforms.java_syntax import JavaDateFormat
+import mirrorline.transforms
+from mirrorline.api import ConfigError, DataError, Password, SourceRecord
+from mirrorline.api.secrets import HIDDEN, redact
+from mirrorline.plugins import PluginRegistry
+from mirrorline.runtime.abstract_herder import _config_infos, validate_or_raise
+from mirrorline.runtime.transform_chain import TransformError, build_chain
+from mirrorline.runtime.transform_config import alias_configs, iter_values, transform_config_def
+from mirrorline.transforms.java_syntax import JavaDateFormat
 
 PARTITION = {"cluster": "A", "partition": 2, "topic": "orders"}
 
@@ -64,7 +64,7 @@ JAVA = "org.apache.kafka.connect.transforms."
     (JAVA + "InsertField$Value", "InsertFieldValue"), (JAVA + "InsertField$Key", "InsertFieldKey"),
     (JAVA + "ReplaceField$Value", "ReplaceFieldValue"), (JAVA + "MaskField$Value", "MaskFieldValue"),
     (JAVA + "MaskField$Key", "MaskFieldKey"), ("MaskField$Value", "MaskFieldValue"),
-    ("framework.transforms.routing.RegexRouter", "RegexRouter"), ("RegexRouter", "RegexRouter"),
+    ("mirrorline.transforms.routing.RegexRouter", "RegexRouter"), ("RegexRouter", "RegexRouter"),
 ])
 def test_transforms_answer_to_connect_java_names(plugins, name, expected):
     assert plugins.transforms.resolve(name).__name__ == expected
@@ -77,7 +77,7 @@ def test_predicates_answer_to_connect_java_names(plugins, name):
 
 def test_builtins_register_through_their_entry_point():
     registry = PluginRegistry.discover()
-    assert registry.pm.get_plugin("transforms") is framework.transforms
+    assert registry.pm.get_plugin("transforms") is mirrorline.transforms
 
 
 # -- routing ----------------------------------------------------------------------------------
@@ -303,7 +303,7 @@ def test_duplicate_aliases_are_refused(plugins):
 
 
 def test_a_transforms_password_settings_are_secrets(plugins):
-    from framework.api import ConfigDef, ConfigKey, Transformation, Type
+    from mirrorline.api import ConfigDef, ConfigKey, Transformation, Type
 
     class Keyed(Transformation):
         config_def = ConfigDef([ConfigKey("signing.key", Type.PASSWORD)])
@@ -324,7 +324,7 @@ def test_a_transforms_password_settings_are_secrets(plugins):
 def test_a_bad_plugin_class_is_a_load_failure_not_a_crash():
     import pluggy
 
-    from framework.api import hookimpl, hookspecs
+    from mirrorline.api import hookimpl, hookspecs
 
     class Bad:
         @staticmethod

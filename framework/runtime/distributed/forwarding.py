@@ -8,7 +8,7 @@ same message — as a :class:`RemoteError`.
 
 When the cluster authenticates REST requests, a forwarded request carries the ``Authorization``
 header of the request it forwards (as Connect's forwarding does) and is signed with the
-cluster's session key (:func:`framework.rest.auth.sign_request`), so the receiver accepts it
+cluster's session key (:func:`mirrorline.rest.auth.sign_request`), so the receiver accepts it
 even when the user authenticated with a client certificate, or when no user sent it at all.
 Over https it uses the worker's TLS settings (trust store, and key store as client certificate).
 """
@@ -26,8 +26,8 @@ from urllib.parse import quote
 import aiohttp
 from yarl import URL
 
-from framework.api.errors import ConnectError, RebalanceInProgressError
-from framework.rest.auth import REQUEST_AUTHORIZATION, sign_request
+from mirrorline.api.errors import ConnectError, RebalanceInProgressError
+from mirrorline.rest.auth import REQUEST_AUTHORIZATION, sign_request
 
 log = logging.getLogger(__name__)
 

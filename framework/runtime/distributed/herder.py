@@ -2,8 +2,8 @@
 
 State lives in three compacted topics, read by every worker: connector and task configs and
 target states (config topic), source offsets, and statuses. Membership and the share of work
-come from Kafka's group protocol (:mod:`~framework.runtime.distributed.membership`), with the
-incremental, sticky assignment of :mod:`~framework.runtime.distributed.assignment`.
+come from Kafka's group protocol (:mod:`~mirrorline.runtime.distributed.membership`), with the
+incremental, sticky assignment of :mod:`~mirrorline.runtime.distributed.assignment`.
 
 Who writes what:
 
@@ -35,23 +35,23 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from framework.api.config import Config
-from framework.api.errors import AlreadyExistsError, NotFoundError, \
+from mirrorline.api.config import Config
+from mirrorline.api.errors import AlreadyExistsError, NotFoundError, \
     RebalanceInProgressError
-from framework.api.records import ConnectorTaskId
-from framework.plugins import PluginRegistry
-from framework.runtime.abstract_herder import AbstractHerder
-from framework.runtime.background import BackgroundTasks
-from framework.runtime.distributed import metrics
-from framework.runtime.distributed.assignment import CONFIG_MISMATCH, Assignment, MemberState, assign
-from framework.runtime.distributed.forwarding import WorkerClient, connector_path
-from framework.runtime.distributed.membership import MembershipListener, WorkerGroupMember
-from framework.runtime.herder import REQUEST_FORWARDED
-from framework.storage.configs import TargetState
-from framework.storage.kafka_configs import KafkaConfigStore, SessionKey
-from framework.storage.kafka_offsets import KafkaOffsetStore
-from framework.storage.kafka_status import KafkaStatusStore
-from framework.storage.status import State
+from mirrorline.api.records import ConnectorTaskId
+from mirrorline.plugins import PluginRegistry
+from mirrorline.runtime.abstract_herder import AbstractHerder
+from mirrorline.runtime.background import BackgroundTasks
+from mirrorline.runtime.distributed import metrics
+from mirrorline.runtime.distributed.assignment import CONFIG_MISMATCH, Assignment, MemberState, assign
+from mirrorline.runtime.distributed.forwarding import WorkerClient, connector_path
+from mirrorline.runtime.distributed.membership import MembershipListener, WorkerGroupMember
+from mirrorline.runtime.herder import REQUEST_FORWARDED
+from mirrorline.storage.configs import TargetState
+from mirrorline.storage.kafka_configs import KafkaConfigStore, SessionKey
+from mirrorline.storage.kafka_offsets import KafkaOffsetStore
+from mirrorline.storage.kafka_status import KafkaStatusStore
+from mirrorline.storage.status import State
 
 log = logging.getLogger(__name__)
 

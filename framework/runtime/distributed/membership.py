@@ -3,8 +3,8 @@
 A :class:`WorkerGroupMember` is an aiokafka consumer that never consumes: it joins the
 worker group (``group.id``) subscribed to the config topic only so the coordinator has a
 topic to talk about, and carries everything that matters in the protocol's user data — the
-worker's :class:`~framework.runtime.distributed.assignment.MemberState` on join, and the
-leader's :class:`~framework.runtime.distributed.assignment.Assignment` back. No partition is
+worker's :class:`~mirrorline.runtime.distributed.assignment.MemberState` on join, and the
+leader's :class:`~mirrorline.runtime.distributed.assignment.Assignment` back. No partition is
 ever assigned, so nothing is fetched.
 
 The :class:`MembershipListener` (the herder) is called at the three points of a rebalance:
@@ -29,9 +29,9 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment, ConsumerProtocolMemberMetadata
 
-from framework.clients.kafka_clients import client_kwargs
-from framework.runtime.background import BackgroundTasks
-from framework.runtime.distributed.assignment import Assignment, MemberState
+from mirrorline.clients.kafka_clients import client_kwargs
+from mirrorline.runtime.background import BackgroundTasks
+from mirrorline.runtime.distributed.assignment import Assignment, MemberState
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge
 
-from framework.api.records import ConnectorTaskId
-from framework.runtime.distributed.assignment import Assignment
+from mirrorline.api.records import ConnectorTaskId
+from mirrorline.runtime.distributed.assignment import Assignment
 
 _PREFIX = "kafka_connect_worker_"
 

@@ -6,11 +6,11 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from framework.runtime.config_providers import resolve_worker_settings
-from framework.runtime.distributed.herder import DistributedHerder
-from framework.runtime.process import (forwarding_ssl_context, kafka_cluster_id, load_plugins, parse_listener,
+from mirrorline.runtime.config_providers import resolve_worker_settings
+from mirrorline.runtime.distributed.herder import DistributedHerder
+from mirrorline.runtime.process import (forwarding_ssl_context, kafka_cluster_id, load_plugins, parse_listener,
                                        rest_security, serve, worker_id_for)
-from framework.runtime.worker_config import DISTRIBUTED_CONFIG_DEF
+from mirrorline.runtime.worker_config import DISTRIBUTED_CONFIG_DEF
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +20,7 @@ async def run_distributed(worker_raw: dict[str, str], *, stop_event: asyncio.Eve
     """Run a distributed worker until stopped: REST first (so its URL is known), then join the group.
 
     With authentication on, requests this worker forwards are signed with the cluster's session
-    key, which the leader keeps in the config topic (see :mod:`framework.rest.auth`).
+    key, which the leader keeps in the config topic (see :mod:`mirrorline.rest.auth`).
     """
     worker_raw = await asyncio.to_thread(resolve_worker_settings, worker_raw)
     worker_config = DISTRIBUTED_CONFIG_DEF.parse(worker_raw)

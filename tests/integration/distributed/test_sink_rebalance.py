@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from framework.testing.distributed import WorkerCluster, tasks_per_worker, wait_for_status
-from framework.testing.kafka import create_topic, group_offsets
-from framework.testing.worker import Rest
+from support.distributed import WorkerCluster, tasks_per_worker, wait_for_status
+from support.kafka import create_topic, group_offsets
+from support.worker import Rest
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from framework.testing.distributed import (
+from support.distributed import (
     WorkerCluster,
     now_ms,
     overlaps,
@@ -21,8 +21,8 @@ from framework.testing.distributed import (
     tasks_per_worker,
     wait_for_status,
 )
-from framework.testing.kafka import create_topic, produce, read_all, read_mirrored
-from framework.testing.worker import Rest, all_running
+from support.kafka import create_topic, produce, read_all, read_mirrored
+from support.worker import Rest, all_running
 
 pytestmark = pytest.mark.integration
 

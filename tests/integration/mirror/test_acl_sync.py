@@ -15,11 +15,11 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from prometheus_client import REGISTRY
 
-from framework.clients.kafka_admin import AclBinding, AclFilter, ResourceType, describe_acls
-from framework.clients.kafka_clients import client_kwargs
-from framework.testing.acls import Acl, grant
-from framework.testing.kafka import KEEP_OLD_RECORDS, produce
-from framework.testing.worker import Rest, all_running, running_standalone
+from mirrorline.clients.kafka_admin import AclBinding, AclFilter, ResourceType, describe_acls
+from mirrorline.clients.kafka_clients import client_kwargs
+from support.acls import Acl, grant
+from support.kafka import KEEP_OLD_RECORDS, produce
+from support.worker import Rest, all_running, running_standalone
 
 pytestmark = pytest.mark.integration
 

@@ -9,12 +9,12 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from aiokafka.errors import GroupCoordinatorNotAvailableError
 
-from connectors.mirror_client.client import MirrorClient, reread_count
-from connectors.mirror_client.formats import Checkpoint
-from framework.clients.kafka_admin import alter_consumer_group_offsets
-from framework.clients.runtime_clients import KAFKA_CLIENTS
-from framework.testing.kafka import commit_on, create_topic, produce, read_all
-from framework.testing.worker import Rest, running_standalone
+from mirrorline.connectors.mirror_client.client import MirrorClient, reread_count
+from mirrorline.connectors.mirror_client.formats import Checkpoint
+from mirrorline.clients.kafka_admin import alter_consumer_group_offsets
+from mirrorline.clients.runtime_clients import KAFKA_CLIENTS
+from support.kafka import commit_on, create_topic, produce, read_all
+from support.worker import Rest, running_standalone
 
 pytestmark = pytest.mark.integration
 
@@ -235,7 +235,7 @@ def cli(*args: str):
     import subprocess
     import sys
 
-    return subprocess.run([sys.executable, "-m", "framework.cli.main", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "mirrorline.cli.main", *args], capture_output=True, text=True,
                           timeout=120)
 
 

@@ -15,11 +15,11 @@ import asyncio
 import pytest
 from aiokafka import TopicPartition
 
-from connectors.mirror_client.formats import Checkpoint, OffsetSync
-from connectors.mirror_client.offset_sync_store import OffsetSyncStore
-from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
-from framework.testing.kafka import commit_on, create_topic, produce, read_all
-from framework.testing.mm2 import isolated_state, start_mm2, stop_mm2
+from mirrorline.connectors.mirror_client.formats import Checkpoint, OffsetSync
+from mirrorline.connectors.mirror_client.offset_sync_store import OffsetSyncStore
+from mirrorline.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
+from support.kafka import commit_on, create_topic, produce, read_all
+from support.mm2 import isolated_state, start_mm2, stop_mm2
 
 pytestmark = pytest.mark.integration
 

@@ -31,17 +31,17 @@ from aiokafka.admin import AIOKafkaAdminClient
 faust = pytest.importorskip("faust", reason="faust-streaming is not installed: pip install -e '.[faust]' "
                                             "(scripts/bootstrap installs it)")
 
-from connectors.faust_failover import (ENV_MM2_PROPERTIES, ENV_POLICY_CLASS, ENV_SEPARATOR, ENV_SOURCE,  # noqa: E402
+from mirrorline.connectors.faust_failover import (ENV_MM2_PROPERTIES, ENV_POLICY_CLASS, ENV_SEPARATOR, ENV_SOURCE,  # noqa: E402
                                        ENV_TARGET, FaustTopicNames, changelog_topic_name, mm2_topics_value,
                                        topics_to_mirror)
-from connectors.mirror_client.client import MirrorClient, reread_count  # noqa: E402
-from connectors.mirror_client.filters import TopicFilter  # noqa: E402
-from framework.api import ConfigError  # noqa: E402
-from framework.clients.configfile import parse_properties  # noqa: E402
-from framework.clients.runtime_clients import KAFKA_CLIENTS  # noqa: E402
-from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES  # noqa: E402
-from framework.testing.kafka import create_topic, produce, read_all  # noqa: E402
-from framework.testing.mm2 import isolated_state  # noqa: E402
+from mirrorline.connectors.mirror_client.client import MirrorClient, reread_count  # noqa: E402
+from mirrorline.connectors.mirror_client.filters import TopicFilter  # noqa: E402
+from mirrorline.api import ConfigError  # noqa: E402
+from mirrorline.clients.configfile import parse_properties  # noqa: E402
+from mirrorline.clients.runtime_clients import KAFKA_CLIENTS  # noqa: E402
+from mirrorline.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES  # noqa: E402
+from support.kafka import create_topic, produce, read_all  # noqa: E402
+from support.mm2 import isolated_state  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 APP = ROOT / "tests" / "faust_apps" / "wordcount.py"
@@ -75,7 +75,7 @@ def write_mm2_properties(path: Path, cluster_a, cluster_b, prefix: str, topics: 
 A.bootstrap.servers = {cluster_a.bootstrap_servers}
 B.bootstrap.servers = {cluster_b.bootstrap_servers}
 A->B.enabled = true
-# the app's source topic and its table's changelog (connectors.faust_failover.topics_to_mirror)
+# the app's source topic and its table's changelog (mirrorline.connectors.faust_failover.topics_to_mirror)
 A->B.topics = {topics}
 # the app's consumer group is its Faust app id
 A->B.groups = {re_escape(group)}
@@ -229,7 +229,7 @@ async def test_faust_app_fails_over_to_b_with_its_table(cluster_a, cluster_b, un
     write_mm2_properties(properties, cluster_a, cluster_b, prefix, mm2_topics_value(to_mirror), app_id)
 
     mm2_log, a_log, b_log = tmp_path / "mm2.log", tmp_path / "app-a.log", tmp_path / "app-b.log"
-    mm2 = start([sys.executable, "-m", "framework.cli.main", "mm2", str(properties)], mm2_log)
+    mm2 = start([sys.executable, "-m", "mirrorline.cli.main", "mm2", str(properties)], mm2_log)
     worker = [sys.executable, str(APP), "worker", "-l", "info"]
     app_a = start(worker, a_log, app_env(a, app_id, topic, tmp_path / "a"))
     stream = WordStream(a, topic)
@@ -266,7 +266,7 @@ async def test_faust_app_fails_over_to_b_with_its_table(cluster_a, cluster_b, un
 
         # 4. fail the group over (the per-group form of the command)
         failover = await asyncio.to_thread(
-            subprocess.run, [sys.executable, "-m", "framework.cli.main", "failover", "--group", app_id,
+            subprocess.run, [sys.executable, "-m", "mirrorline.cli.main", "failover", "--group", app_id,
                              "--source", "A", "--target-bootstrap", b, "--source-bootstrap", a],
             capture_output=True, text=True, timeout=120, cwd=ROOT)
         assert failover.returncode == 0, failover.stdout + failover.stderr

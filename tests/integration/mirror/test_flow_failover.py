@@ -14,10 +14,10 @@ import sys
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from connectors.mirror_client.formats import Checkpoint
-from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
-from framework.testing.kafka import commit_on, create_topic, group_offsets, produce, read_all
-from framework.testing.mm2 import isolated_state, start_mm2, stop_mm2
+from mirrorline.connectors.mirror_client.formats import Checkpoint
+from mirrorline.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
+from support.kafka import commit_on, create_topic, group_offsets, produce, read_all
+from support.mm2 import isolated_state, start_mm2, stop_mm2
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +27,7 @@ RESULTS_PARTITIONS = 2
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     """Run ``mirrorline ARGS`` and return its result."""
-    return subprocess.run([sys.executable, "-m", "framework.cli.main", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "mirrorline.cli.main", *args], capture_output=True, text=True,
                           timeout=180)
 
 

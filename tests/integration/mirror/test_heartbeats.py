@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from connectors.mirror_client.formats import Heartbeat, decode_heartbeat_key
-from framework.testing.kafka import read_all
-from framework.testing.worker import Rest, all_running, running_standalone
+from mirrorline.connectors.mirror_client.formats import Heartbeat, decode_heartbeat_key
+from support.kafka import read_all
+from support.worker import Rest, all_running, running_standalone
 
 pytestmark = pytest.mark.integration
 

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from framework.testing.kafka import KEEP_OLD_RECORDS, produce, read_all, record_tuples, topic_config
-from framework.testing.worker import Rest, all_running, metric_value, running_standalone
+from support.kafka import KEEP_OLD_RECORDS, produce, read_all, record_tuples, topic_config
+from support.worker import Rest, all_running, metric_value, running_standalone
 
 pytestmark = pytest.mark.integration
 

@@ -8,8 +8,8 @@ import time
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
 
-from framework.clients.kafka_admin import incremental_alter_configs
-from framework.testing.kafka import (
+from mirrorline.clients.kafka_admin import incremental_alter_configs
+from support.kafka import (
     create_topic,
     partitions_of,
     produce,
@@ -18,7 +18,7 @@ from framework.testing.kafka import (
     topic_config,
     topics_of,
 )
-from framework.testing.worker import Rest, all_running, running_standalone
+from support.worker import Rest, all_running, running_standalone
 
 pytestmark = pytest.mark.integration
 

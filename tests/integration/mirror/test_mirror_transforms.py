@@ -16,10 +16,10 @@ import sys
 
 import pytest
 
-from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
-from framework.testing.mm2 import isolated_state
-from framework.testing.kafka import create_topic, produce, read_all
-from framework.testing.worker import Rest, all_running, running_standalone
+from mirrorline.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
+from support.mm2 import isolated_state
+from support.kafka import create_topic, produce, read_all
+from support.worker import Rest, all_running, running_standalone
 
 pytestmark = pytest.mark.integration
 
@@ -74,8 +74,8 @@ async def test_regex_router_filter_and_mask_field_on_mirror_source_through_rest(
         code, plugins = await rest.call("GET", "/connector-plugins?connectorsOnly=false")
         assert code == 200
         kinds = {p["class"]: p["type"] for p in plugins}
-        assert kinds["framework.transforms.routing.RegexRouter"] == "transformation"
-        assert kinds["framework.transforms.predicates.HasHeaderKey"] == "predicate"
+        assert kinds["mirrorline.transforms.routing.RegexRouter"] == "transformation"
+        assert kinds["mirrorline.transforms.predicates.HasHeaderKey"] == "predicate"
         assert "transformation" not in {p["type"] for p in (await rest.call("GET", "/connector-plugins"))[1]}
 
         code, body = await rest.call("POST", "/connectors", {"name": name, "config": config})
@@ -129,7 +129,7 @@ A->B.predicates.isData.pattern = routed\\\\..*
 """)
     log_path = tmp_path / "mm2.log"
     with open(log_path, "a") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "framework.cli.main", "mm2", str(tmp_path / "mm2.properties")],
+        proc = subprocess.Popen([sys.executable, "-m", "mirrorline.cli.main", "mm2", str(tmp_path / "mm2.properties")],
                                 stdout=log, stderr=subprocess.STDOUT, text=True)
     try:
         expected = len(kept(sent, 0)) + len(kept(sent, 1))

@@ -11,8 +11,8 @@ import sys
 import aiohttp
 import pytest
 
-from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
-from framework.testing.mm2 import isolated_state
+from mirrorline.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
+from support.mm2 import isolated_state
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +36,7 @@ def free_port() -> int:
 
 def mm2(*args: str, log_path) -> subprocess.Popen:
     with open(log_path, "a") as output:
-        return subprocess.Popen([sys.executable, "-m", "framework.cli.main", "mm2", *map(str, args)],
+        return subprocess.Popen([sys.executable, "-m", "mirrorline.cli.main", "mm2", *map(str, args)],
                                 stdout=output, stderr=subprocess.STDOUT, text=True)
 
 
@@ -98,7 +98,7 @@ def test_a_taken_port_is_a_one_line_error(cluster_a, cluster_b, unique_name, tmp
         # the file's top-level listeners is honoured when there is no --listeners
         write_properties(tmp_path / "mm2.properties", cluster_a, cluster_b, unique_name("taken"),
                          f"listeners = http://127.0.0.1:{port}\n")
-        result = subprocess.run([sys.executable, "-m", "framework.cli.main", "mm2", str(tmp_path / "mm2.properties")],
+        result = subprocess.run([sys.executable, "-m", "mirrorline.cli.main", "mm2", str(tmp_path / "mm2.properties")],
                                 capture_output=True, text=True, timeout=120)
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     last = result.stderr.strip().splitlines()[-1]

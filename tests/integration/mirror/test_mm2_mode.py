@@ -11,13 +11,13 @@ import sys
 
 import pytest
 
-from connectors.mirror_client.client import MirrorClient
-from connectors.mirror_client.formats import Heartbeat
-from framework.clients.runtime_clients import KAFKA_CLIENTS
-from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
-from framework.testing.mm2 import isolated_state, start_mm2, stop_mm2
-from framework.testing.distributed import overlaps, status_history, task_owners
-from framework.testing.kafka import (
+from mirrorline.connectors.mirror_client.client import MirrorClient
+from mirrorline.connectors.mirror_client.formats import Heartbeat
+from mirrorline.clients.runtime_clients import KAFKA_CLIENTS
+from mirrorline.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
+from support.mm2 import isolated_state, start_mm2, stop_mm2
+from support.distributed import overlaps, status_history, task_owners
+from support.kafka import (
     KEEP_OLD_RECORDS,
     create_topic,
     produce,
@@ -91,13 +91,13 @@ async def test_mm2_properties_flow_mirrors_and_stops_cleanly(cluster_a, cluster_
 
 def test_mm2_config_errors_are_one_line(tmp_path, cluster_a):
     (tmp_path / "bad.properties").write_text("A.bootstrap.servers = x:1\n")
-    result = subprocess.run([sys.executable, "-m", "framework.cli.main", "mm2", str(tmp_path / "bad.properties")],
+    result = subprocess.run([sys.executable, "-m", "mirrorline.cli.main", "mm2", str(tmp_path / "bad.properties")],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "'clusters' is required" in result.stderr.strip().splitlines()[-1]
     (tmp_path / "off.properties").write_text(
         f"clusters = A, B\nA.bootstrap.servers = {cluster_a.bootstrap_servers}\nB.bootstrap.servers = x:1\n")
-    result = subprocess.run([sys.executable, "-m", "framework.cli.main", "mm2", str(tmp_path / "off.properties")],
+    result = subprocess.run([sys.executable, "-m", "mirrorline.cli.main", "mm2", str(tmp_path / "off.properties")],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 1 and "No source->target replication flows" in result.stderr
 

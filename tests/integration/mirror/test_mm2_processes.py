@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from aiokafka import TopicPartition
 
-from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
-from framework.testing.distributed import task_owners
-from framework.testing.kafka import commit_on, create_topic, produce, read_all, record_tuples
-from framework.testing.mm2 import isolated_state, start_mm2, stop_mm2
+from mirrorline.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
+from support.distributed import task_owners
+from support.kafka import commit_on, create_topic, produce, read_all, record_tuples
+from support.mm2 import isolated_state, start_mm2, stop_mm2
 
 pytestmark = pytest.mark.integration
 

@@ -8,9 +8,9 @@ import pytest
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 
-from connectors.mirror_client.formats import OffsetSync
-from framework.testing.kafka import produce, read_all
-from framework.testing.worker import Rest, all_running, running_standalone
+from mirrorline.connectors.mirror_client.formats import OffsetSync
+from support.kafka import produce, read_all
+from support.worker import Rest, all_running, running_standalone
 
 pytestmark = pytest.mark.integration
 

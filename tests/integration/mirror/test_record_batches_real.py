@@ -19,8 +19,8 @@ from aiokafka.client import AIOKafkaClient
 from aiokafka.protocol.fetch import FetchRequest
 from aiokafka.record.default_records import DefaultRecordBatch
 
-from connectors.source_mirror.record_batches import split_fetched
-from framework.clients.producer import RecordProducer
+from mirrorline.connectors.source_mirror.record_batches import split_fetched
+from mirrorline.clients.producer import RecordProducer
 
 pytestmark = pytest.mark.integration
 

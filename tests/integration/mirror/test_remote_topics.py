@@ -17,10 +17,10 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from connectors.mirror_client.policies import DefaultReplicationPolicy
-from connectors.source_mirror.topics import ConfigFilter, create_remote_topics
-from framework.testing.kafka import create_topic, partitions_of, produce, read_all, record_tuples, topics_of
-from framework.testing.worker import Rest, all_running, running_standalone
+from mirrorline.connectors.mirror_client.policies import DefaultReplicationPolicy
+from mirrorline.connectors.source_mirror.topics import ConfigFilter, create_remote_topics
+from support.kafka import create_topic, partitions_of, produce, read_all, record_tuples, topics_of
+from support.worker import Rest, all_running, running_standalone
 
 pytestmark = pytest.mark.integration
 
@@ -116,7 +116,7 @@ async def test_topic_already_exists_answer_is_read_again_and_grown(cluster_a, cl
     await source.start()
     await target.start()
     try:
-        with caplog.at_level(logging.INFO, logger="connectors.source_mirror.topics"):
+        with caplog.at_level(logging.INFO, logger="mirrorline.connectors.source_mirror.topics"):
             counts = await create_remote_topics(source, target, "A", DefaultReplicationPolicy(), {topic: PARTITIONS},
                                                 1, ConfigFilter([], "target"))
     finally:

@@ -13,8 +13,8 @@ import sys
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from framework.testing.kafka import produce, read_all, topics_of
-from framework.testing.worker import Rest, all_running, running_standalone
+from support.kafka import produce, read_all, topics_of
+from support.worker import Rest, all_running, running_standalone
 
 pytestmark = pytest.mark.integration
 
@@ -95,7 +95,7 @@ def test_mm2_refuses_a_flow_from_a_cluster_into_itself(cluster_a, unique_name, t
                     f"{source_alias}.bootstrap.servers = {cluster_a.bootstrap_servers}\n"
                     f"{target_alias}.bootstrap.servers = localhost:{port}\n"
                     f"{source_alias}->{target_alias}.enabled = true\nreplication.factor = 1\n")
-    result = subprocess.run([sys.executable, "-m", "framework.cli.main", "mm2", str(path)],
+    result = subprocess.run([sys.executable, "-m", "mirrorline.cli.main", "mm2", str(path)],
                             capture_output=True, text=True, timeout=120)
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 1 and len(lines) == 1, result.stderr

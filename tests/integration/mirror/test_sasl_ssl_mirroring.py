@@ -20,12 +20,12 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from connectors.mirror_client.formats import Heartbeat
-from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
-from framework.clients.kafka_clients import client_kwargs
-from framework.localkafka.cluster import TLS_PASSWORD
-from framework.testing.kafka import commit_on
-from framework.testing.kafka import KEEP_OLD_RECORDS, produce, record_tuples
+from mirrorline.connectors.mirror_client.formats import Heartbeat
+from mirrorline.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
+from mirrorline.clients.kafka_clients import client_kwargs
+from mirrorline.localkafka.cluster import TLS_PASSWORD
+from support.kafka import commit_on
+from support.kafka import KEEP_OLD_RECORDS, produce, record_tuples
 
 pytestmark = pytest.mark.integration
 
@@ -166,13 +166,13 @@ refresh.topics.interval.seconds = 2
 
 
 def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "framework.cli.main", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "mirrorline.cli.main", *args], capture_output=True, text=True,
                           timeout=timeout)
 
 
 async def _wait_for_checkpoints(spec, group: str, topic: str, expected: dict[int, int], timeout: float = 90) -> None:
     """Until ``SA.checkpoints.internal`` on ``spec`` holds a checkpoint of ``group`` at each expected upstream offset."""
-    from connectors.mirror_client.formats import Checkpoint
+    from mirrorline.connectors.mirror_client.formats import Checkpoint
 
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
@@ -224,7 +224,7 @@ async def test_mm2_mirrors_between_sasl_ssl_clusters_and_fails_over(secured, uni
     properties.write_text(_mm2_properties(secured, f"{prefix}-.*"))
     log = tmp_path / "mm2.log"
     with open(log, "w") as output:
-        proc = subprocess.Popen([sys.executable, "-m", "framework.cli.main", "mm2", str(properties)],
+        proc = subprocess.Popen([sys.executable, "-m", "mirrorline.cli.main", "mm2", str(properties)],
                                 stdout=output, stderr=subprocess.STDOUT, text=True)
     try:
         mirrored = await _read(sb, f"SA.{topic}", expect=len(sent))

@@ -13,13 +13,13 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from framework.clients.kafka_clients import client_kwargs
-from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
-from framework.localkafka.manager import LocalKafka
-from framework.testing.mm2 import start_mm2, stop_mm2
-from framework.testing.fixtures import _free_base_port
-from framework.testing.kafka import KEEP_OLD_RECORDS, partitions_of, produce, read_all, record_tuples
-from framework.testing.worker import Rest, all_running, running_standalone
+from mirrorline.clients.kafka_clients import client_kwargs
+from mirrorline.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
+from mirrorline.localkafka.manager import LocalKafka
+from support.mm2 import start_mm2, stop_mm2
+from mirrorline.testing.fixtures import _free_base_port
+from support.kafka import KEEP_OLD_RECORDS, partitions_of, produce, read_all, record_tuples
+from support.worker import Rest, all_running, running_standalone
 
 pytestmark = pytest.mark.integration
 

@@ -13,10 +13,10 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.records_to_delete import RecordsToDelete
 from aiokafka.errors import KafkaError
 
-from framework.api.context import SourceTaskContext
-from framework.runtime.context import WorkerSourceTaskContext
-from framework.testing.kafka import create_topic, partitions_of, produce, read_all, topics_of
-from framework.testing.worker import Rest, all_running, metric_value, running_standalone
+from mirrorline.api.context import SourceTaskContext
+from mirrorline.runtime.context import WorkerSourceTaskContext
+from support.kafka import create_topic, partitions_of, produce, read_all, topics_of
+from support.worker import Rest, all_running, metric_value, running_standalone
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +37,7 @@ def expected(partition: int, offsets, tag: str = "v") -> list[bytes]:
     return [f"{tag}-{partition}-{i}".encode() for i in offsets]
 
 
-def warnings_of(caplog, logger: str = "connectors.source_mirror.task") -> list[str]:
+def warnings_of(caplog, logger: str = "mirrorline.connectors.source_mirror.task") -> list[str]:
     """The WARNING messages ``logger`` logged during the test."""
     return [r.getMessage() for r in caplog.records if r.name == logger and r.levelno == logging.WARNING]
 
@@ -216,7 +216,7 @@ async def test_remote_topic_deleted_on_target_is_recreated_and_mirrored(cluster_
         mirrored = await read_all(cluster_b.bootstrap_servers, remote)
         for p in range(3):
             assert [r.value for r in mirrored[p]] == expected(p, range(10, 30), "new"), f"partition {p}"
-        assert any(r.name == "connectors.source_mirror.topics" and remote in r.getMessage()
+        assert any(r.name == "mirrorline.connectors.source_mirror.topics" and remote in r.getMessage()
                    for r in caplog.records[logged_before:]), "re-creation of the remote topic not logged"
         status = await task_status(rest, name)
         assert status["state"] == "RUNNING", status

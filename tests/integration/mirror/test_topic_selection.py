@@ -18,10 +18,10 @@ import uuid
 
 import pytest
 
-from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
-from framework.testing.distributed import WorkerCluster, wait_for_status
-from framework.testing.kafka import produce, read_all
-from framework.testing.worker import Rest, all_running
+from mirrorline.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
+from support.distributed import WorkerCluster, wait_for_status
+from support.kafka import produce, read_all
+from support.worker import Rest, all_running
 
 pytestmark = pytest.mark.integration
 
@@ -52,7 +52,7 @@ def worker_cluster(cluster_b, unique_name, tmp_path):
 
 async def mirrorline(*args: str) -> tuple[int, str, str]:
     """Run ``mirrorline mirroring ARGS`` as a user would; (exit code, stdout, stderr)."""
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "framework.cli.main", "mirroring", *args,
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "mirrorline.cli.main", "mirroring", *args,
                                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     return proc.returncode, out.decode(), err.decode()
@@ -170,7 +170,7 @@ refresh.topics.interval.seconds = {REFRESH_S}
 {SINGLE_BROKER_MM2_PROPERTIES}""")
     flow = ["--flow", f"{source}->{target}"]
     with open(tmp_path / "mm2.log", "a") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "framework.cli.main", "mm2", str(props)],
+        proc = subprocess.Popen([sys.executable, "-m", "mirrorline.cli.main", "mm2", str(props)],
                                 stdout=log, stderr=subprocess.STDOUT)
     try:
         await produce(a, t1, records("t1", 4))

@@ -17,12 +17,12 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from framework.clients.kafka_clients import client_kwargs
-from framework.localkafka.manager import LocalKafka
-from framework.testing.acls import Acl, grant, revoke, topic_acls
-from framework.testing.fixtures import _free_base_port
-from framework.testing.kafka import KEEP_OLD_RECORDS, partitions_of, produce, read_all, record_tuples
-from framework.testing.worker import Rest, all_running, running_standalone
+from mirrorline.clients.kafka_clients import client_kwargs
+from mirrorline.localkafka.manager import LocalKafka
+from support.acls import Acl, grant, revoke, topic_acls
+from mirrorline.testing.fixtures import _free_base_port
+from support.kafka import KEEP_OLD_RECORDS, partitions_of, produce, read_all, record_tuples
+from support.worker import Rest, all_running, running_standalone
 
 pytestmark = pytest.mark.integration
 

@@ -1,11 +1,11 @@
 """Spark fixtures shared by the Spark tests (backfill, reconcile): one embedded session, one real cluster.
 
 - ``spark``: a session-scoped ``local[2]`` SparkSession built with
-  :func:`framework.spark.session.spark_session` (Kafka connector included). Only one SparkContext
+  :func:`mirrorline.spark.session.spark_session` (Kafka connector included). Only one SparkContext
   can live in a process, so tests that need another master run the CLI in a subprocess.
 - ``spark_standalone``: a real Spark standalone cluster started from the pyspark package on
   loopback — a master and two workers of one core each
-  (:class:`framework.spark.standalone.StandaloneCluster`); the value is the cluster, whose
+  (:class:`mirrorline.spark.standalone.StandaloneCluster`); the value is the cluster, whose
   ``master_url`` goes into ``spark.master``.
 
 Both skip the test when pyspark is not installed (``pip install 'mirrorline[spark]'``).
@@ -20,7 +20,7 @@ import pytest
 def spark():
     """A ``local[2]`` SparkSession for the whole test session."""
     pytest.importorskip("pyspark")
-    from framework.spark.session import spark_session
+    from mirrorline.spark.session import spark_session
 
     session = spark_session({"spark.master": "local[2]", "spark.app.name": "mirrorline-tests",
                              "spark.ui.enabled": "false", "spark.driver.memory": "1g"})
@@ -32,7 +32,7 @@ def spark():
 def spark_standalone(tmp_path_factory):
     """A standalone master and two one-core workers on 127.0.0.1, stopped at the end of the session."""
     pytest.importorskip("pyspark")
-    from framework.spark.standalone import StandaloneCluster
+    from mirrorline.spark.standalone import StandaloneCluster
 
     cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-standalone"), workers=2, cores=1).start()
     yield cluster

@@ -18,11 +18,11 @@ import time
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
-from framework.testing.kafka import KEEP_OLD_RECORDS, commit_on, create_topic, produce, read_all, record_tuples
-from framework.testing.mm2 import isolated_state, start_mm2, stop_mm2
+from mirrorline.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
+from support.kafka import KEEP_OLD_RECORDS, commit_on, create_topic, produce, read_all, record_tuples
+from support.mm2 import isolated_state, start_mm2, stop_mm2
 
-from connectors.mirror_client.formats import Checkpoint, OffsetSync
+from mirrorline.connectors.mirror_client.formats import Checkpoint, OffsetSync
 
 pytestmark = pytest.mark.integration
 
@@ -63,7 +63,7 @@ spark.driver.memory = 1g
 
 def backfill(properties, *args: str, env: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
     """Run ``mirrorline backfill PROPERTIES --flow A->B ARGS`` and wait for it."""
-    return subprocess.run([sys.executable, "-m", "framework.cli.main", "backfill", str(properties), "--flow", "A->B",
+    return subprocess.run([sys.executable, "-m", "mirrorline.cli.main", "backfill", str(properties), "--flow", "A->B",
                            *args], capture_output=True, text=True, timeout=timeout, env=env)
 
 
@@ -162,7 +162,7 @@ async def test_backfill_killed_and_resumed_without_duplicates(cluster_a, cluster
     write_properties(props, cluster_a, cluster_b, topic, unique_name("st"))
 
     # one core: partitions are copied one after another, so the kill lands between two of them or in one
-    proc = subprocess.Popen([sys.executable, "-m", "framework.cli.main", "backfill", str(props), "--flow", "A->B",
+    proc = subprocess.Popen([sys.executable, "-m", "mirrorline.cli.main", "backfill", str(props), "--flow", "A->B",
                              "--json", "--spark-master", "local[1]"], stdout=subprocess.DEVNULL,
                             stderr=open(tmp_path / "killed.log", "w"), start_new_session=True)
     held = 0

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from framework.api import PartitionTarget
-from framework.testing.kafka import KEEP_OLD_RECORDS, create_topic, produce, read_all, record_tuples
+from mirrorline.api import PartitionTarget
+from support.kafka import KEEP_OLD_RECORDS, create_topic, produce, read_all, record_tuples
 
 pytestmark = pytest.mark.integration
 
@@ -23,9 +23,9 @@ def history(partitions: int, count: int):
 
 
 async def test_writer_keeps_everything_and_a_rerun_adds_no_duplicates(spark, cluster_a, cluster_b, unique_name):
-    from framework.spark.kafka import kafka_options, read_ranges
-    from framework.spark.producer_settings import librdkafka_settings
-    from framework.spark.writer import write_ranges
+    from mirrorline.spark.kafka import kafka_options, read_ranges
+    from mirrorline.spark.producer_settings import librdkafka_settings
+    from mirrorline.spark.writer import write_ranges
 
     source, target = unique_name("w-src"), unique_name("w-dst")
     await create_topic(cluster_a.bootstrap_servers, source, 2, config=KEEP_OLD_RECORDS)
@@ -57,7 +57,7 @@ async def test_writer_keeps_everything_and_a_rerun_adds_no_duplicates(spark, clu
 
 
 async def test_read_ranges_is_exact_and_headers_are_never_null(spark, cluster_a, unique_name):
-    from framework.spark.kafka import kafka_options, read_ranges
+    from mirrorline.spark.kafka import kafka_options, read_ranges
 
     source = unique_name("r-src")
     await create_topic(cluster_a.bootstrap_servers, source, 2, config=KEEP_OLD_RECORDS)

@@ -23,12 +23,12 @@ import pytest
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 
-from connectors.mirror_client.formats import Checkpoint
-from connectors.mirror_client.offset_map import MapReader, offset_map_topic
-from framework.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
-from framework.testing.distributed import free_port
-from framework.testing.kafka import commit_on, create_topic, group_offsets, produce, read_all
-from framework.testing.mm2 import isolated_state, start_mm2, stop_mm2
+from mirrorline.connectors.mirror_client.formats import Checkpoint
+from mirrorline.connectors.mirror_client.offset_map import MapReader, offset_map_topic
+from mirrorline.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
+from support.distributed import free_port
+from support.kafka import commit_on, create_topic, group_offsets, produce, read_all
+from support.mm2 import isolated_state, start_mm2, stop_mm2
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("pyspark")
@@ -45,7 +45,7 @@ SPARK = ["--spark-conf", "spark.master=local[2]", "--spark-conf", "spark.ui.enab
 
 def cli(*args: str, env: dict | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
     """Run ``mirrorline ARGS`` and return its result."""
-    return subprocess.run([sys.executable, "-m", "framework.cli.main", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "mirrorline.cli.main", *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})})
 
 

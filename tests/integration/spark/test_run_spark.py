@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from framework.api.jobs import Job
-from framework.clients.runtime_clients import KAFKA_CLIENTS
-from framework.spark.runner import SparkJobContext, SparkTaskTracker
+from mirrorline.api.jobs import Job
+from mirrorline.clients.runtime_clients import KAFKA_CLIENTS
+from mirrorline.spark.runner import SparkJobContext, SparkTaskTracker
 
 pytestmark = pytest.mark.integration
 

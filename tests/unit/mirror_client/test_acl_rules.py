@@ -8,18 +8,18 @@ import pytest
 from aiokafka.errors import ClusterAuthorizationFailedError, InvalidRequestError, SecurityDisabled
 from prometheus_client import REGISTRY
 
-from framework.api.clients import AclBinding, AclFilter, AclOperation, AclPermissionType, PatternType, ResourceType
-from framework.testing.plugin_kit import FakeKafkaClients
+from mirrorline.api.clients import AclBinding, AclFilter, AclOperation, AclPermissionType, PatternType, ResourceType
+from mirrorline.testing.plugin_kit import FakeKafkaClients
 
-from connectors.mirror_client.filters import TopicFilter
-from connectors.mirror_client.policies import (
+from mirrorline.connectors.mirror_client.filters import TopicFilter
+from mirrorline.connectors.mirror_client.policies import (
     DefaultReplicationPolicy,
     IdentityReplicationPolicy,
     SuffixReplicationPolicy,
 )
-from connectors.source_mirror import acls as acl_sync
-from connectors.source_mirror.acls import TopicAclSync, missing_acls, remote_acls
-from connectors.source_mirror.topics import TopicSelection
+from mirrorline.connectors.source_mirror import acls as acl_sync
+from mirrorline.connectors.source_mirror.acls import TopicAclSync, missing_acls, remote_acls
+from mirrorline.connectors.source_mirror.topics import TopicSelection
 
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 LITERAL, PREFIXED = PatternType.LITERAL, PatternType.PREFIXED

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from framework.api import ConfigError
+from mirrorline.api import ConfigError
 
-from connectors.checkpoint.connector import MirrorCheckpointConnector
-from connectors.heartbeat.connector import MirrorHeartbeatConnector
-from connectors.mirror_client.clients import refuse_same_cluster, same_cluster_flow_allowed
-from connectors.mirror_client.config import COMMON_CONFIG_DEF, load_replication_policy
-from connectors.mirror_client.mm2_config import MirrorMakerConfig
-from connectors.mirror_client.policies import DefaultReplicationPolicy, SuffixReplicationPolicy
-from connectors.source_mirror.connector import MirrorSourceConnector
+from mirrorline.connectors.checkpoint.connector import MirrorCheckpointConnector
+from mirrorline.connectors.heartbeat.connector import MirrorHeartbeatConnector
+from mirrorline.connectors.mirror_client.clients import refuse_same_cluster, same_cluster_flow_allowed
+from mirrorline.connectors.mirror_client.config import COMMON_CONFIG_DEF, load_replication_policy
+from mirrorline.connectors.mirror_client.mm2_config import MirrorMakerConfig
+from mirrorline.connectors.mirror_client.policies import DefaultReplicationPolicy, SuffixReplicationPolicy
+from mirrorline.connectors.source_mirror.connector import MirrorSourceConnector
 
 SEP = "replication.policy.separator"
 BASE = {"source.cluster.alias": "A", "target.cluster.alias": "B",

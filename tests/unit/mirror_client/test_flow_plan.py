@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from aiokafka import TopicPartition
 
-from connectors.mirror_client.filters import TopicFilter
-from connectors.mirror_client.policies import DefaultReplicationPolicy
-from connectors.mirror_client.rpo import PartitionRpo, TopicRpo
-from connectors.mm2.flow_plan import FlowPlan, GroupMove, PartitionMove, format_plan, group_pattern, mirrored_topics
-from framework.api import ConfigError
+from mirrorline.connectors.mirror_client.filters import TopicFilter
+from mirrorline.connectors.mirror_client.policies import DefaultReplicationPolicy
+from mirrorline.connectors.mirror_client.rpo import PartitionRpo, TopicRpo
+from mirrorline.connectors.mm2.flow_plan import FlowPlan, GroupMove, PartitionMove, format_plan, group_pattern, mirrored_topics
+from mirrorline.api import ConfigError
 
 
 def test_mirrored_topics_follow_the_flow_filter_and_leave_out_internal_heartbeat_and_cyclic_topics():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.mirror_client.client import MirrorClient
-from framework.testing.plugin_kit import FakeKafkaClients
+from mirrorline.connectors.mirror_client.client import MirrorClient
+from mirrorline.testing.plugin_kit import FakeKafkaClients
 
 
 class TopicsOnly(MirrorClient):

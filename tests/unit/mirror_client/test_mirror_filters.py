@@ -2,7 +2,7 @@
 
 import pytest
 
-from connectors.mirror_client.filters import (
+from mirrorline.connectors.mirror_client.filters import (
     GROUPS_EXCLUDE_DEFAULT,
     TOPICS_EXCLUDE_DEFAULT,
     GroupFilter,

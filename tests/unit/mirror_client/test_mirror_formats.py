@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from connectors.mirror_client import formats as f
-from connectors.mirror_client.formats import Checkpoint, Heartbeat, OffsetSync, SchemaError
+from mirrorline.connectors.mirror_client import formats as f
+from mirrorline.connectors.mirror_client.formats import Checkpoint, Heartbeat, OffsetSync, SchemaError
 
 
 def hx(text: str) -> bytes:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from connectors.mirror_client.policies import (
+from mirrorline.connectors.mirror_client.policies import (
     DefaultReplicationPolicy,
     IdentityReplicationPolicy,
     ReplicationPolicy,

@@ -2,10 +2,10 @@
 
 import pytest
 
-from framework.api import ConfigError
-from framework.clients.configfile import parse_properties
+from mirrorline.api import ConfigError
+from mirrorline.clients.configfile import parse_properties
 
-from connectors.mirror_client.mm2_config import (
+from mirrorline.connectors.mirror_client.mm2_config import (
     BYTE_ARRAY_CONVERTER,
     CONNECTOR_NAMES,
     Flow,
@@ -234,7 +234,7 @@ def test_connector_config_cluster_props():
 
 
 def test_connector_config_feeds_our_client_props():
-    from connectors.mirror_client.config import client_props
+    from mirrorline.connectors.mirror_client.config import client_props
 
     conn = config("consumer.auto.offset.reset = latest").connector_config("A", "B", "MirrorSourceConnector")
     consumer = client_props(conn, "source", "consumer")

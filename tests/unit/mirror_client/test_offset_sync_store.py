@@ -11,8 +11,8 @@ import random
 
 import pytest
 
-from connectors.mirror_client.formats import OffsetSync
-from connectors.mirror_client.offset_sync_store import SYNCS_PER_PARTITION, OffsetSyncStore
+from mirrorline.connectors.mirror_client.formats import OffsetSync
+from mirrorline.connectors.mirror_client.offset_sync_store import SYNCS_PER_PARTITION, OffsetSyncStore
 
 TOPIC = "orders"
 

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from connectors.mirror_client.formats import OffsetSync
-from connectors.source_mirror.offset_syncs import MAX_OUTSTANDING, OffsetSyncWriter
+from mirrorline.connectors.mirror_client.formats import OffsetSync
+from mirrorline.connectors.source_mirror.offset_syncs import MAX_OUTSTANDING, OffsetSyncWriter
 
 
 class RecordingProducer:
@@ -93,7 +93,7 @@ async def test_at_most_ten_sends_in_flight_and_bursts_keep_every_sync(partitions
 
 
 async def test_queue_is_coalesced_per_partition_only_past_its_bound(monkeypatch):
-    from connectors.source_mirror import offset_syncs
+    from mirrorline.connectors.source_mirror import offset_syncs
 
     monkeypatch.setattr(offset_syncs, "MAX_QUEUED", 4)
     producer = RecordingProducer(complete=False)

@@ -14,12 +14,12 @@ from aiokafka import TopicPartition
 from aiokafka.errors import OffsetOutOfRangeError
 from aiokafka.structs import ConsumerRecord
 
-from connectors.source_mirror import metrics, task as task_module
-from connectors.source_mirror.positions import PositionState, check_position
-from connectors.source_mirror.task import MirrorSourceTask
-from framework.api.context import OffsetReader, SourceTaskContext
-from framework.clients.runtime_clients import KAFKA_CLIENTS
-from framework.api.records import ConnectorTaskId, RecordMetadata
+from mirrorline.connectors.source_mirror import metrics, task as task_module
+from mirrorline.connectors.source_mirror.positions import PositionState, check_position
+from mirrorline.connectors.source_mirror.task import MirrorSourceTask
+from mirrorline.api.context import OffsetReader, SourceTaskContext
+from mirrorline.clients.runtime_clients import KAFKA_CLIENTS
+from mirrorline.api.records import ConnectorTaskId, RecordMetadata
 
 OK, LOST, BACKWARDS = PositionState.OK, PositionState.LOST_TO_RETENTION, PositionState.OFFSETS_WENT_BACKWARDS
 
@@ -172,7 +172,7 @@ async def test_fetch_out_of_range_below_start_and_beyond_end(monkeypatch, caplog
     # while running: partition 0 trimmed to 40 while we were at 10; partition 1 re-created with 3 records
     consumer.bounds = {tp0: (40, 60), tp1: (0, 3)}
     consumer.script = [OffsetOutOfRangeError({tp0: 10, tp1: 10}), {tp0: [record(topic, 0, 40)]}]
-    with caplog.at_level(logging.WARNING, logger="connectors.source_mirror.task"):
+    with caplog.at_level(logging.WARNING, logger="mirrorline.connectors.source_mirror.task"):
         assert await task.poll() == []
     assert consumer.seeks == [(tp0, 40), (tp1, 0)]
     assert counter(metrics.RECORDS_LOST_TO_RETENTION, topic, 0) == 30

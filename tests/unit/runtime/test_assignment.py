@@ -1,4 +1,4 @@
-"""Unit tests of framework.runtime.distributed.assignment: the worker protocol's JSON and the
+"""Unit tests of mirrorline.runtime.distributed.assignment: the worker protocol's JSON and the
 leader's balanced, sticky, two-rounds-to-move sharing of connectors and tasks."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from framework.runtime.distributed.assignment import (
+from mirrorline.runtime.distributed.assignment import (
     CONFIG_MISMATCH,
     PROTOCOL_VERSION,
     Assignment,

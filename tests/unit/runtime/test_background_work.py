@@ -14,10 +14,10 @@ import logging
 import pytest
 from prometheus_client import REGISTRY
 
-from framework.api import SourceConnector, SourceTask
-from framework.plugins import full_name
-from framework.storage.status import State
-from framework.testing.herder_fakes import eventually, patch_record_producer, registry_of, start_distributed_herder
+from mirrorline.api import SourceConnector, SourceTask
+from mirrorline.plugins import full_name
+from mirrorline.storage.status import State
+from support.herder_fakes import eventually, patch_record_producer, registry_of, start_distributed_herder
 
 #: What the loops did, per connector name: "crash" (raise after a moment) or "forever" (until cancelled).
 BEHAVIOUR: dict[str, str] = {}
@@ -90,7 +90,7 @@ def _failures(metric: str, **labels: str) -> float:
 async def test_a_crashing_background_loop_fails_the_connector_with_its_trace(rig, caplog):
     BEHAVIOUR["crashy"] = "crash"
     before = _failures("connector_failures", connector="crashy")
-    with caplog.at_level(logging.ERROR, logger="framework.runtime.worker"):
+    with caplog.at_level(logging.ERROR, logger="mirrorline.runtime.worker"):
         await _create(rig, "crashy")
         await eventually(lambda: (s := rig.status_store.connector("crashy")) and s.state == State.FAILED,
                          what="connector FAILED")

@@ -1,7 +1,7 @@
 """Unit tests of the DistributedHerder on in-memory stores, driven through its rebalances (no broker).
 
 The herder, its Worker, Supervisor and WorkerSourceTasks are the real ones; the three stores,
-the group member and the tasks' producer are the fakes of :mod:`framework.testing.herder_fakes`
+the group member and the tasks' producer are the fakes of :mod:`support.herder_fakes`
 (a pure unit test may use a fake producer: records are acknowledged at once). Each test
 decides when a rebalance begins, what the leader assigns and when it is applied, so the
 interleavings that matter are reproduced exactly, and waits on conditions, not on sleeps.
@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 import pytest
 from prometheus_client import REGISTRY
 
-from framework.api import ConnectorTaskId, SourceConnector, SourceRecord, SourceTask
-from framework.plugins import full_name
-from framework.runtime.distributed.assignment import MemberState
-from framework.storage.configs import TargetState
-from framework.storage.status import State
-from framework.testing.herder_fakes import (
+from mirrorline.api import ConnectorTaskId, SourceConnector, SourceRecord, SourceTask
+from mirrorline.plugins import full_name
+from mirrorline.runtime.distributed.assignment import MemberState
+from mirrorline.storage.configs import TargetState
+from mirrorline.storage.status import State
+from support.herder_fakes import (
     HerderRig,
     eventually,
     patch_record_producer,

@@ -7,10 +7,10 @@ import logging
 
 import pytest
 
-from framework.api.errors import DataError, RetriableError
-from framework.api.records import ConnectorTaskId, SinkRecord, SourceRecord
-from framework.runtime.connector_config import CONNECTOR_CONFIG_DEF
-from framework.runtime.error_handling import (
+from mirrorline.api.errors import DataError, RetriableError
+from mirrorline.api.records import ConnectorTaskId, SinkRecord, SourceRecord
+from mirrorline.runtime.connector_config import CONNECTOR_CONFIG_DEF
+from mirrorline.runtime.error_handling import (
     SKIP,
     DeadLetterQueueReporter,
     ErrorContext,
@@ -81,7 +81,7 @@ async def test_tolerance_none_fails_with_stage_class_topic_partition_and_offset(
 async def test_tolerance_all_skips_logs_and_counts(caplog):
     handler = handler_for(**{"errors.tolerance": "all", "errors.log.enable": "true"})
     source = SourceRecord({"cluster": "A", "topic": "t", "partition": 1}, {"offset": 9}, "A.t", 1, value=b"secret")
-    caplog.set_level(logging.ERROR, logger="framework.runtime.error_handling")
+    caplog.set_level(logging.ERROR, logger="mirrorline.runtime.error_handling")
     assert await handler.execute(Stage.TRANSFORMATION, failing(DataError("bad")), source, "x.Mask") is SKIP
     assert await handler.execute(Stage.TRANSFORMATION, failing(DataError("bad")), source, "x.Mask") is SKIP
     assert counts(handler) == {"total-record-failures": 2, "total-record-errors": 2, "total-records-skipped": 2,
@@ -96,7 +96,7 @@ async def test_tolerance_all_skips_logs_and_counts(caplog):
 async def test_log_include_messages_puts_the_record_in_the_log(caplog):
     handler = handler_for(**{"errors.tolerance": "all", "errors.log.enable": "true",
                              "errors.log.include.messages": "true"})
-    caplog.set_level(logging.ERROR, logger="framework.runtime.error_handling")
+    caplog.set_level(logging.ERROR, logger="mirrorline.runtime.error_handling")
     await handler.execute(Stage.TRANSFORMATION, failing(DataError("bad")), CONSUMED, "x.Mask")
     assert "b'{bad'" in caplog.text
 
@@ -183,7 +183,7 @@ def test_dlq_context_headers_are_connects():
     assert named["__connect.errors.topic"] == b"orders" and named["__connect.errors.partition"] == b"3"
     assert named["__connect.errors.offset"] == b"41" and named["__connect.errors.task.id"] == b"2"
     assert named["__connect.errors.stage"] == b"VALUE_CONVERTER"
-    assert named["__connect.errors.exception.class.name"] == b"framework.api.errors.DataError"
+    assert named["__connect.errors.exception.class.name"] == b"mirrorline.api.errors.DataError"
     assert named["__connect.errors.exception.message"] == b"no JSON here"
     assert b"raise DataError" in named["__connect.errors.exception.stacktrace"]
     plain = DeadLetterQueueReporter(ErrorSettings(dlq_topic="dlq"), ConnectorTaskId("sinky", 2), {}, None)

@@ -7,7 +7,7 @@ import struct
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from framework.clients.forwarded_batch import ForwardedBatch, InvalidBatchError
+from mirrorline.clients.forwarded_batch import ForwardedBatch, InvalidBatchError
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from framework.api import ConfigError
-from framework.api.config import ConfigValue
-from connectors.file.sink import FileStreamSinkConnector
-from connectors.file.source import FileStreamSourceConnector
-from framework.runtime.sink_config import add_topic_errors, check_topics, connector_config_def, topic_errors
+from mirrorline.api import ConfigError
+from mirrorline.api.config import ConfigValue
+from mirrorline.connectors.file.sink import FileStreamSinkConnector
+from mirrorline.connectors.file.source import FileStreamSourceConnector
+from mirrorline.runtime.sink_config import add_topic_errors, check_topics, connector_config_def, topic_errors
 
 
 def test_exactly_one_of_topics_and_topics_regex():

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from connectors.file.sink import FileStreamSinkConnector, FileStreamSinkTask, line_of
-from connectors.file.source import FileStreamSourceTask, emits_bytes
-from framework.api import ConfigDef, OffsetReader, SinkRecord
+from mirrorline.connectors.file.sink import FileStreamSinkConnector, FileStreamSinkTask, line_of
+from mirrorline.connectors.file.source import FileStreamSourceTask, emits_bytes
+from mirrorline.api import ConfigDef, OffsetReader, SinkRecord
 
 
 class StoredOffsets(OffsetReader):
@@ -74,7 +74,7 @@ async def test_sink_connector_gives_every_task_the_settings():
 
 async def test_the_plugin_authoring_example_holds(tmp_path):
     """The test shown in docs/plugin-authoring.md, "Sink connectors"."""
-    from framework.testing.plugin_kit import run_sink_task
+    from mirrorline.testing.plugin_kit import run_sink_task
 
     out = tmp_path / "out.txt"
     run = await run_sink_task(FileStreamSinkTask, {"file": str(out)},
@@ -84,10 +84,10 @@ async def test_the_plugin_authoring_example_holds(tmp_path):
 
 
 def test_mirrorline_plugins_lists_the_file_connectors_with_their_types(capsys):
-    from framework.cli import main as cli
+    from mirrorline.cli import main as cli
 
     assert cli.main(["plugins"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert any(line.startswith("connectors.file.sink.FileStreamSinkConnector  type=sink ") and
+    assert any(line.startswith("mirrorline.connectors.file.sink.FileStreamSinkConnector  type=sink ") and
                "org.apache.kafka.connect.file.FileStreamSinkConnector" in line for line in lines)
-    assert any(line.startswith("connectors.file.source.FileStreamSourceConnector  type=source ") for line in lines)
+    assert any(line.startswith("mirrorline.connectors.file.source.FileStreamSourceConnector  type=source ") for line in lines)

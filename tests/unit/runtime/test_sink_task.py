@@ -18,13 +18,13 @@ from types import SimpleNamespace
 import pytest
 from aiokafka.structs import TopicPartition as KafkaPartition
 
-import framework.runtime.sink_task as sink_task_module
-from framework.api import ConnectorTaskId, RetriableError, SinkRecord, SinkTask, TopicPartition
-from framework.runtime.error_handling import ErrorHandler, ErrorSettings
-from framework.runtime.sink_task import SinkPutError, WorkerSinkTask
-from framework.runtime.transform_chain import TransformChain, TransformStage
-from framework.storage.status import State
-from framework.transforms.routing import Filter, RegexRouter
+import mirrorline.runtime.sink_task as sink_task_module
+from mirrorline.api import ConnectorTaskId, RetriableError, SinkRecord, SinkTask, TopicPartition
+from mirrorline.runtime.error_handling import ErrorHandler, ErrorSettings
+from mirrorline.runtime.sink_task import SinkPutError, WorkerSinkTask
+from mirrorline.runtime.transform_chain import TransformChain, TransformStage
+from mirrorline.storage.status import State
+from mirrorline.transforms.routing import Filter, RegexRouter
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
 TASK_ID = ConnectorTaskId("sink", 0)
@@ -369,7 +369,7 @@ async def test_topics_regex_subscribes_with_a_whole_name_pattern():
 
 
 async def test_errant_record_reporter_reports_the_consumed_record():
-    from framework.runtime.error_handling import ErrorReporter
+    from mirrorline.runtime.error_handling import ErrorReporter
 
     class Collect(ErrorReporter):
         def __init__(self):

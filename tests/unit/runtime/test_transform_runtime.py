@@ -1,7 +1,7 @@
 """The transform chain on a task's record path, on a real herder/worker/WorkerSourceTask (no broker).
 
 The stores, the group member and the tasks' producer are the fakes of
-:mod:`framework.testing.herder_fakes` (records are acknowledged at once). What is checked:
+:mod:`support.herder_fakes` (records are acknowledged at once). What is checked:
 the chain runs between ``poll`` and the producer, a dropped record's offset is committed in
 its turn (so a filter never stalls the commit, even when it drops everything) and the task
 gets ``commit_record(record, None)`` for it in order, a transform that raises fails the task
@@ -16,12 +16,12 @@ import json
 import pluggy
 import pytest
 
-import framework.transforms
-from framework.api import ConnectorTaskId, SourceConnector, SourceRecord, SourceTask, hookimpl, hookspecs
-from framework.plugins import PluginRegistry, full_name
-from framework.runtime.offset_tracker import OffsetTracker, TransformedOffsetTracker
-from framework.storage.status import State
-from framework.testing.herder_fakes import eventually, patch_record_producer, start_distributed_herder
+import mirrorline.transforms
+from mirrorline.api import ConnectorTaskId, SourceConnector, SourceRecord, SourceTask, hookimpl, hookspecs
+from mirrorline.plugins import PluginRegistry, full_name
+from mirrorline.runtime.offset_tracker import OffsetTracker, TransformedOffsetTracker
+from mirrorline.storage.status import State
+from support.herder_fakes import eventually, patch_record_producer, start_distributed_herder
 
 PARTITION = {"stream": 0}
 #: connector name -> what its task's commit_record saw: (seq, metadata offset or None)
@@ -82,7 +82,7 @@ def registry() -> PluginRegistry:
     manager = pluggy.PluginManager("mirrorline")
     manager.add_hookspecs(hookspecs)
     manager.register(_Connectors(), name="batch")
-    manager.register(framework.transforms, name="transforms")
+    manager.register(mirrorline.transforms, name="transforms")
     plugins = PluginRegistry(manager)
     plugins.refresh()
     return plugins

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from framework.api import ConfigError, ConnectError
+from mirrorline.api import ConfigError, ConnectError
 
-from connectors.mm2.backfill_plan import (Bounds, Position, exact_downstream, parse_position, plan_partition,
+from mirrorline.connectors.mm2.backfill_plan import (Bounds, Position, exact_downstream, parse_position, plan_partition,
                                           select_topics, topic_pattern)
 
 

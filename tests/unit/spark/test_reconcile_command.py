@@ -7,12 +7,12 @@ import argparse
 import pytest
 from aiokafka import TopicPartition
 
-from connectors.mirror_client.offset_map import PartitionMap, Run
-from connectors.mirror_client.policies import DefaultReplicationPolicy
-from connectors.mm2.reconcile import FLOW, STORE_MAP, TOPICS
-from connectors.mm2.reconcile_command import ReconcileCommand, format_table, job_settings
-from connectors.mm2.reconcile_exact import exact_or_fail, map_position
-from framework.api import ConfigError, ConnectError
+from mirrorline.connectors.mirror_client.offset_map import PartitionMap, Run
+from mirrorline.connectors.mirror_client.policies import DefaultReplicationPolicy
+from mirrorline.connectors.mm2.reconcile import FLOW, STORE_MAP, TOPICS
+from mirrorline.connectors.mm2.reconcile_command import ReconcileCommand, format_table, job_settings
+from mirrorline.connectors.mm2.reconcile_exact import exact_or_fail, map_position
+from mirrorline.api import ConfigError, ConnectError
 
 PROPS = {"clusters": "A, B", "A.bootstrap.servers": "a:9092", "B.bootstrap.servers": "b:9092",
          "A->B.enabled": "true", "A.security.protocol": "PLAINTEXT", "spark.executor.memory": "2g"}

@@ -9,14 +9,14 @@ import socket
 
 import pytest
 
-from framework.api import ConfigError, Job, hookimpl
-from framework.plugins import PluginRegistry
-from framework.spark.artifacts import artifact_name
-from framework.spark.errors import SparkUnavailable
-from framework.spark.kafka import kafka_options, offsets_json
-from framework.spark.producer_settings import librdkafka_settings
-from framework.spark.progress import LoggedProgress, make_progress
-from framework.spark.session import check_master, java_major, session_settings
+from mirrorline.api import ConfigError, Job, hookimpl
+from mirrorline.plugins import PluginRegistry
+from mirrorline.spark.artifacts import artifact_name
+from mirrorline.spark.errors import SparkUnavailable
+from mirrorline.spark.kafka import kafka_options, offsets_json
+from mirrorline.spark.producer_settings import librdkafka_settings
+from mirrorline.spark.progress import LoggedProgress, make_progress
+from mirrorline.spark.session import check_master, java_major, session_settings
 
 
 def test_java_major_reads_old_and_new_version_strings():
@@ -117,12 +117,12 @@ def test_jobs_register_through_the_hook_and_bad_entries_are_reported():
     registry = PluginRegistry.discover(extra_plugins=(_Plugin(),))
     jobs = registry.jobs()
     assert jobs["echo"] is _Echo
-    assert "backfill" in jobs  # the built-in one, from connectors.mm2
+    assert "backfill" in jobs  # the built-in one, from mirrorline.connectors.mm2
     assert any("is not a Job subclass" in f.error for f in registry.failures)
 
 
 def test_progress_is_a_rich_bar_on_a_terminal():
-    from framework.spark.progress import RichProgress
+    from mirrorline.spark.progress import RichProgress
 
     class Terminal(io.StringIO):
         def isatty(self):

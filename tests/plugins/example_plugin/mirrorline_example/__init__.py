@@ -2,7 +2,7 @@
 
 mirrorline discovers it through the ``example`` entry point of the ``mirrorline`` group,
 which names :mod:`mirrorline_example.plugin`. Nothing here imports mirrorline beyond
-:mod:`framework.api`.
+:mod:`mirrorline.api`.
 """
 
 __version__ = "0.1.0"

@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from framework.api import (
+from mirrorline.api import (
     BadRequestError,
     Config,
     ConfigError,

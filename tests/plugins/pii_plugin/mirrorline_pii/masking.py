@@ -13,7 +13,7 @@ import hmac
 import json
 from typing import Any
 
-from framework.api import (
+from mirrorline.api import (
     Config,
     ConfigDef,
     ConfigError,

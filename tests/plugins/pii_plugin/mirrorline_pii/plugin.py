@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from framework.api import hookimpl
+from mirrorline.api import hookimpl
 
 from mirrorline_pii.masking import PiiMask
 

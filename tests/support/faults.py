@@ -11,7 +11,7 @@ the aiokafka code under test, so a bug in our client layer cannot hide itself.
 - :class:`TopicReader`: reads a topic (all its partitions, including ones added later)
   incrementally from the beginning; :class:`ProgressWatch` measures how long it stopped growing.
 - :func:`kill_broker`, :func:`kill_and_restart`, :func:`paused_broker`: SIGKILL or SIGSTOP the
-  JVM of a :class:`~framework.localkafka.cluster.LocalCluster` and bring it back with the same
+  JVM of a :class:`~mirrorline.localkafka.cluster.LocalCluster` and bring it back with the same
   ports and data directory.
 """
 
@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from framework.localkafka.cluster import LocalCluster
+from mirrorline.localkafka.cluster import LocalCluster
 
 # -- counting ------------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ def start_mm2(properties: str | Path, log_path: str | Path | None = None, *args:
     (discarded without one)."""
     output = open(log_path, "a") if log_path else subprocess.DEVNULL
     try:
-        return subprocess.Popen([sys.executable, "-m", "framework.cli.main", "mm2", str(properties), *args],
+        return subprocess.Popen([sys.executable, "-m", "mirrorline.cli.main", "mm2", str(properties), *args],
                                 stdout=output, stderr=subprocess.STDOUT, text=True)
     finally:
         if log_path:

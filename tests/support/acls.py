@@ -1,7 +1,7 @@
 """Grant and revoke Kafka ACLs from tests, against a local cluster running an authorizer.
 
-Creating and describing ACLs goes through :func:`framework.clients.kafka_admin.create_acls` and
-:func:`~framework.clients.kafka_admin.describe_acls` (the product's own implementation, used by
+Creating and describing ACLs goes through :func:`mirrorline.clients.kafka_admin.create_acls` and
+:func:`~mirrorline.clients.kafka_admin.describe_acls` (the product's own implementation, used by
 the mirror's ACL sync); deleting, which the product never does, sends aiokafka's DeleteAcls
 request class here. Kafka forwards ACL changes to the KRaft controller, and a broker applies
 them once it has read them back from the metadata log, so :func:`grant` and :func:`revoke`
@@ -20,7 +20,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import for_code
 from aiokafka.protocol.admin import DeleteAclsRequest
 
-from framework.clients.kafka_admin import (
+from mirrorline.clients.kafka_admin import (
     AclBinding,
     AclFilter,
     AclOperation,
@@ -30,7 +30,7 @@ from framework.clients.kafka_admin import (
     create_acls,
     describe_acls,
 )
-from framework.clients.kafka_clients import client_kwargs
+from mirrorline.clients.kafka_clients import client_kwargs
 
 #: Kafka's ResourceType codes.
 RESOURCE_TYPES = {"topic": 2, "group": 3, "cluster": 4, "transactional_id": 5}
@@ -63,7 +63,7 @@ class Acl:
     deny: bool = False
 
     def binding(self) -> AclBinding:
-        """This rule as the product's :class:`~framework.clients.kafka_admin.AclBinding`."""
+        """This rule as the product's :class:`~mirrorline.clients.kafka_admin.AclBinding`."""
         return AclBinding(ResourceType(RESOURCE_TYPES[self.resource_type]), self.resource_name,
                           PatternType.PREFIXED if self.prefixed else PatternType.LITERAL, self.principal, self.host,
                           AclOperation(OPERATIONS[self.operation]),

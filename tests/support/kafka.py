@@ -17,7 +17,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from framework.clients.producer import RecordProducer
+from mirrorline.clients.kafka_admin import create_topic
+from mirrorline.clients.producer import RecordProducer
 
 #: Topic config for records with fixed historical timestamps (e.g. 2023): no time-based
 #: retention, so the broker's retention check does not delete them mid-test. Remote topics
@@ -26,33 +27,6 @@ KEEP_OLD_RECORDS = {"retention.ms": "-1"}
 
 #: How long a test may still need a record after producing it (see :func:`produce`).
 _RETENTION_MARGIN_MS = 10 * 60 * 1000
-
-
-async def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None,
-                       timeout: float = 30.0) -> None:
-    """Create a topic (replication factor 1); raise if the broker reports an error.
-
-    Returns once the broker serves every partition with a leader: in KRaft the controller
-    accepts the topic a moment before the broker knows it.
-    """
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        response = await admin.create_topics(
-            [NewTopic(name, partitions, 1, topic_configs={k: str(v) for k, v in (config or {}).items()})])
-        for topic_error in response.topic_errors:
-            if topic_error[1] != 0:
-                raise RuntimeError(f"creating topic {name} failed: {topic_error}")
-        deadline = asyncio.get_running_loop().time() + timeout
-        while not any(entry["topic"] == name and entry["error_code"] == 0 and len(entry["partitions"]) == partitions
-                      and all(p["leader"] >= 0 for p in entry["partitions"])
-                      for entry in await admin.describe_topics()):
-            if asyncio.get_running_loop().time() > deadline:
-                raise RuntimeError(f"topic {name} has no leader for each of its {partitions} partitions "
-                                   f"after {timeout:.0f}s")
-            await asyncio.sleep(0.1)
-    finally:
-        await admin.close()
 
 
 async def topics_of(bootstrap: str) -> set[str]:
@@ -173,7 +147,7 @@ async def _check_retention(bootstrap: str, topic: str, oldest_ms: int, client: d
         raise AssertionError(
             f"produce: a record timestamped {oldest_ms} is {age_ms / 3_600_000:.1f} h old, but topic {topic} "
             f"has retention.ms={retention}: the broker's retention check would delete it during the test. "
-            f"Create the topic with config=KEEP_OLD_RECORDS (framework.testing.kafka) or use recent timestamps.")
+            f"Create the topic with config=KEEP_OLD_RECORDS (support.kafka) or use recent timestamps.")
 
 
 def record_tuples(records) -> list[tuple]:

@@ -1,4 +1,4 @@
-"""Drive a :class:`~framework.runtime.distributed.herder.DistributedHerder` without a broker.
+"""Drive a :class:`~mirrorline.runtime.distributed.herder.DistributedHerder` without a broker.
 
 Part of the test kit offered to mirrorline's own tests and to plugin authors: it runs a real
 distributed herder (real Worker, Supervisor, WorkerSourceTask, assignment rules) on in-memory
@@ -9,7 +9,7 @@ by a cluster, in milliseconds and deterministically.
 
 What stands in for what:
 
-- :class:`InMemoryConfigStore` for ``KafkaConfigStore``: a :class:`~framework.storage.configs.
+- :class:`InMemoryConfigStore` for ``KafkaConfigStore``: a :class:`~mirrorline.storage.configs.
   MemoryConfigStore` that also keeps the config-topic ``offset`` (one record per connector
   config, task config, commit and target state, as the real store writes them), offers
   ``inconsistent()`` and ``read_to_end()``, and calls its ``listener(kind, connector)`` after
@@ -19,7 +19,7 @@ What stands in for what:
 - :class:`RecordingStatusStore` for ``KafkaStatusStore``: a ``MemoryStatusStore`` that also
   keeps every status written, in order (``history``), so a test can check a state that did
   not last (FAILED before an automatic restart);
-- ``MemoryOffsetStore`` (from :mod:`framework.storage.offsets`) for ``KafkaOffsetStore``;
+- ``MemoryOffsetStore`` (from :mod:`mirrorline.storage.offsets`) for ``KafkaOffsetStore``;
 - :class:`FakeGroupMember` for ``WorkerGroupMember``: it never talks to a coordinator; the
   test drives each rebalance (:meth:`FakeGroupMember.begin_rebalance` calls the herder's
   ``before_rejoin``; :meth:`FakeGroupMember.complete_rebalance` asks the herder, as leader,
@@ -58,16 +58,16 @@ from typing import Any
 
 import pluggy
 
-from framework.api import hookspecs
-from framework.api.config import Config
-from framework.api.connector import Connector
-from framework.plugins import PluginRegistry
-from framework.runtime.distributed.assignment import Assignment, MemberState
-from framework.runtime.distributed.herder import DistributedHerder
-from framework.runtime.worker_config import DISTRIBUTED_CONFIG_DEF
-from framework.storage.configs import MemoryConfigStore, TargetState
-from framework.storage.offsets import MemoryOffsetStore
-from framework.storage.status import MemoryStatusStore, Status
+from mirrorline.api import hookspecs
+from mirrorline.api.config import Config
+from mirrorline.api.connector import Connector
+from mirrorline.plugins import PluginRegistry
+from mirrorline.runtime.distributed.assignment import Assignment, MemberState
+from mirrorline.runtime.distributed.herder import DistributedHerder
+from mirrorline.runtime.worker_config import DISTRIBUTED_CONFIG_DEF
+from mirrorline.storage.configs import MemoryConfigStore, TargetState
+from mirrorline.storage.offsets import MemoryOffsetStore
+from mirrorline.storage.status import MemoryStatusStore, Status
 
 #: Worker settings of a distributed worker that never reaches a broker (127.0.0.1:1 refuses).
 BASE_WORKER_SETTINGS: dict[str, str] = {
@@ -249,7 +249,7 @@ class FakeRecordProducer:
 def patch_record_producer(monkeypatch) -> type[FakeRecordProducer]:
     """Make every task started from now on use :class:`FakeRecordProducer` (pytest ``monkeypatch``)."""
     FakeRecordProducer.instances = []
-    monkeypatch.setattr("framework.runtime.worker_task.RecordProducer", FakeRecordProducer)
+    monkeypatch.setattr("mirrorline.runtime.worker_task.RecordProducer", FakeRecordProducer)
     return FakeRecordProducer
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from framework.testing.worker import Rest
+from support.worker import Rest
 
 
 def free_port() -> int:
@@ -91,7 +91,7 @@ class WorkerCluster:
     def start(self, worker: WorkerProcess) -> None:
         """(Re)start a worker's process with its properties."""
         handle = open(worker.log, "a")
-        worker.proc = subprocess.Popen([sys.executable, "-m", "framework.cli.main", "distributed",
+        worker.proc = subprocess.Popen([sys.executable, "-m", "mirrorline.cli.main", "distributed",
                                         str(worker.properties)], stdout=handle, stderr=subprocess.STDOUT,
                                        env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
         handle.close()
