@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from mirrorline.api import ConfigError, split_list
 
 CLUSTERS = "clusters"
+#: MM2's switch for its internal REST server (KIP-710): mirrorline accepts it and needs no such server.
+ENABLE_INTERNAL_REST = "dedicated.mode.enable.internal.rest"
 EMIT_HEARTBEATS_ENABLED = "emit.heartbeats.enabled"
 ENABLED = "enabled"
 
@@ -183,6 +185,13 @@ class MirrorMakerConfig:
         if not aliases:
             raise ConfigError("mm2 config: 'clusters' is empty: list the cluster aliases, e.g. 'clusters = A, B'")
         self._clusters = aliases
+        internal_rest = self._props.get(ENABLE_INTERNAL_REST, "false").strip().lower()
+        if internal_rest not in ("true", "false"):
+            raise ConfigError(f"Invalid value {self._props[ENABLE_INTERNAL_REST]} for configuration "
+                              f"{ENABLE_INTERNAL_REST}: Expected value to be either true or false")
+        #: ``dedicated.mode.enable.internal.rest`` (MM2's default false). Java MM2 needs it for several nodes and
+        #: for exactly-once; mirrorline's workers coordinate through the config topic, so it changes nothing.
+        self.enable_internal_rest = internal_rest == "true"
         missing = [a for a in aliases if not self.cluster_props(a).get("bootstrap.servers", "").strip()]
         if missing:
             raise ConfigError("mm2 config: no bootstrap servers for cluster(s) "

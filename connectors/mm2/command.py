@@ -156,6 +156,9 @@ class MirrorMakerCommand(Command):
         props = load_config_file(args.mm2_properties)
         try:
             config = MirrorMakerConfig(props)
+            if config.enable_internal_rest and child_of is None:
+                log.info("dedicated.mode.enable.internal.rest=true: accepted; mirrorline's nodes need no internal "
+                         "REST server (task configs and zombie fencing go through each flow's config topic)")
             specs = worker_specs(config, args.clusters)
             flows = [flow for flow in config.flows(args.clusters) if flow.name in {s.worker_id for s in specs}]
             if child_of is None:  # the parent has checked already

@@ -26,7 +26,7 @@ import asyncio
 import logging
 from aiokafka.admin import NewTopic
 
-from mirrorline.api import BadRequestError, Config, SourceConnector
+from mirrorline.api import BadRequestError, Config, ConfigValue, ExactlyOnceSupport, SourceConnector
 
 from mirrorline.connectors.mirror_client.clients import admin_client, check_distinct_clusters, connect_admin
 from mirrorline.connectors.mirror_client.config import (
@@ -56,6 +56,17 @@ from mirrorline.connectors.source_mirror.topics import (
 log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
+READ_COMMITTED = "read_committed"
+
+
+def source_isolation_level(config) -> str:
+    """The source consumer's ``isolation.level``: ``source.consumer.*`` wins over ``consumer.*``; mirrorline's
+    default is read_committed."""
+    level = READ_COMMITTED
+    for key in ("consumer.isolation.level", "source.consumer.isolation.level"):
+        if key in config:
+            level = str(config[key]).strip().lower()
+    return level
 
 _UNSET = object()
 
@@ -71,6 +82,27 @@ class MirrorSourceConnector(SourceConnector):
 
     def task_class(self):
         return MirrorSourceTask
+
+    def exactly_once_support(self, config) -> ExactlyOnceSupport:
+        """SUPPORTED when the source consumer reads committed records only (MM2's rule).
+
+        mirrorline's source consumer reads with ``isolation.level=read_committed`` unless
+        ``source.consumer.isolation.level`` (or ``consumer.isolation.level``) says otherwise, so by
+        default MirrorSource supports exactly-once; MM2's reads uncommitted unless told.
+        """
+        return ExactlyOnceSupport.SUPPORTED if source_isolation_level(config) == READ_COMMITTED \
+            else ExactlyOnceSupport.UNSUPPORTED
+
+    def validate(self, config) -> list[ConfigValue]:
+        """The connector's own settings, plus MM2's reason when ``exactly.once.support=required`` cannot hold."""
+        values = super().validate(config)
+        if str(config.get("exactly.once.support", "")).strip().lower() == "required" \
+                and source_isolation_level(config) != READ_COMMITTED:
+            values.append(ConfigValue("exactly.once.support", config.get("exactly.once.support"), errors=[
+                "MirrorSourceConnector can only provide exactly-once guarantees when its source consumer is "
+                "configured with isolation.level set to 'read_committed'; otherwise, records from aborted and "
+                "uncommitted transactions will be replicated from the source cluster to the target cluster."]))
+        return values
 
     async def start(self, config: Config) -> None:
         self.config = config

@@ -12,6 +12,10 @@ burst (a backlog replicated in seconds) keeps only the newest sync of most parti
 consumers lagging behind it get no translation. Here due syncs queue in order and are only
 coalesced past MAX_QUEUED, so bursts keep their translation points.
 
+Beyond MM2 too: a downstream gap (the commit marker an exactly-once task's transaction leaves
+after its records) makes both the record before it and the one after it due, so exact-translation
+runs end and start at transaction boundaries instead of breaking across them.
+
 Beyond MM2 too: each sync record carries two headers, this writer's random id and the sync's
 number among those queued for its partition (:func:`~mirrorline.connectors.mirror_client.offset_sync_runs.
 chain_headers`). MM2's readers ignore them; mirrorline's checkpoint task joins two syncs into an
@@ -69,10 +73,18 @@ class OffsetSyncWriter:
         key = (topic, partition)
         state = self._state.setdefault(key, _PartitionState())
         sync = OffsetSync(topic, partition, upstream, downstream)
+        # beyond MM2: a gap downstream (the commit marker of an exactly-once task's transaction) ends an
+        # exact run: the record before it and the one after it are both synced, so runs end and start there
+        gap = state.previous_downstream >= 0 and downstream > state.previous_downstream + 1
+        if gap and key in self._delayed:
+            before = self._delayed.pop(key)
+            state.last_sync_downstream = before.downstream_offset
+            self._queue(before)
         due = (state.last_sync_downstream == -1
                or downstream - (state.last_sync_downstream + 1) >= self._max_lag
                or upstream - state.previous_upstream != 1
-               or downstream < state.previous_downstream)
+               or downstream < state.previous_downstream
+               or gap)
         if due:
             state.last_sync_downstream = downstream
             self._queue(sync)

@@ -148,6 +148,13 @@ class MirrorSourceTask(SourceTask):
         # aborted records are never mirrored, and written non-transactionally they would look committed
         consumer_props = {"client.id": f"{flow}|replication-consumer", "isolation.level": "read_committed",
                           **user_props, "auto.offset.reset": "none", "enable.auto.commit": "false"}
+        if getattr(self.context, "exactly_once", False) and \
+                str(consumer_props["isolation.level"]).strip().lower() != "read_committed":
+            # under exactly-once, records of aborted (or still open) source transactions must never be copied
+            log.warning("Task %s: isolation.level=%s is ignored: the runtime writes exactly-once, so the source "
+                        "consumer reads committed records only (isolation.level=read_committed)",
+                        self.context.task_id, consumer_props["isolation.level"])
+            consumer_props["isolation.level"] = "read_committed"
         kwargs, ignored = self.context.clients.client_kwargs(consumer_props, "consumer")
         if ignored:
             log.info("Task %s: source consumer settings with no aiokafka equivalent are ignored: %s",

@@ -18,12 +18,25 @@ from mirrorline.api.config import (
     RegexList,
     Type,
     Validator,
+    ValidString,
     split_list,
 )
-from mirrorline.api.connector import Connector, SinkConnector, SourceConnector
+from mirrorline.api.connector import (
+    Connector,
+    ConnectorTransactionBoundaries,
+    ExactlyOnceSupport,
+    SinkConnector,
+    SourceConnector,
+)
 from mirrorline.api.converters import Converter, HeaderConverter
 from mirrorline.api.clients import AclBinding, AclFilter, KafkaClients
-from mirrorline.api.context import ConnectorContext, OffsetReader, PluginContext, SourceTaskContext
+from mirrorline.api.context import (
+    ConnectorContext,
+    OffsetReader,
+    PluginContext,
+    SourceTaskContext,
+    TransactionContext,
+)
 from mirrorline.api.errors import (
     AlreadyExistsError,
     BadRequestError,
@@ -52,11 +65,12 @@ __all__ = [
     "NonEmptyString", "NotFoundError", "OffsetReader", "OneOf", "PartitionNotAvailableError", "Password", "Range",
     "RebalanceInProgressError",
     "RecordMetadata", "RegexList", "RetriableError", "SourceBatch", "SourceConnector", "SourceRecord", "SourceTask",
-    "SourceTaskContext", "Type", "Validator", "hookimpl", "hookspec", "split_list",
+    "SourceTaskContext", "Type", "Validator", "ValidString", "hookimpl", "hookspec", "split_list",
     "HIDDEN", "is_secret", "redact", "scrub",
     "ClusterState", "RestExtension", "RestExtensionContext", "RestHandler", "RestRequest",
     "DataError", "Predicate", "Transformation", "Converter", "HeaderConverter",
     "Job", "JobContext", "PartitionTarget", "Progress", "SourceOffsets", "WriteResult",
     "AclBinding", "AclFilter", "KafkaClients", "PluginContext",
     "ErrantRecordReporter", "SinkConnector", "SinkRecord", "SinkTask", "SinkTaskContext", "TopicPartition",
+    "ConnectorTransactionBoundaries", "ExactlyOnceSupport", "TransactionContext",
 ]

@@ -211,6 +211,32 @@ class OneOf(Validator):
 
 
 @dataclass(frozen=True)
+class ValidString(Validator):
+    """One of a fixed set of strings, with Kafka's own messages (``ConfigDef.ValidString`` and, with
+    ``ignore_case``, ``ConfigDef.CaseInsensitiveValidString``): for settings whose errors must read
+    exactly as Kafka Connect's."""
+
+    values: tuple[str, ...]
+    ignore_case: bool = False
+
+    def __call__(self, name: str, value: Any) -> None:
+        if self.ignore_case:
+            if value is None or str(value).upper() not in {v.upper() for v in self.values}:
+                raise ValueError("String must be one of (case insensitive): "
+                                 + ", ".join(v.upper() for v in self.values))
+        elif value not in self.values:
+            raise ValueError("String must be one of: " + ", ".join(self.values))
+
+    def recommended_values(self) -> list[str]:
+        return list(self.values)
+
+    def __str__(self) -> str:
+        if self.ignore_case:
+            return "(case insensitive) [" + ", ".join(v.upper() for v in self.values) + "]"
+        return "[" + ", ".join(self.values) + "]"
+
+
+@dataclass(frozen=True)
 class NonEmptyString(Validator):
     """A string with at least one non-blank character."""
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from mirrorline.api.config import Config, ConfigDef, ConfigValue
@@ -82,10 +83,59 @@ class Connector(ABC):
         return self.config_def.validate(config)
 
 
+class ExactlyOnceSupport(str, Enum):
+    """What :meth:`SourceConnector.exactly_once_support` answers (Connect's ``ExactlyOnceSupport``)."""
+
+    #: The connector's tasks provide exactly-once delivery when the runtime writes in transactions.
+    SUPPORTED = "SUPPORTED"
+    #: They do not (e.g. they cannot resume exactly from the offsets they returned).
+    UNSUPPORTED = "UNSUPPORTED"
+
+
+class ConnectorTransactionBoundaries(str, Enum):
+    """What :meth:`SourceConnector.can_define_transaction_boundaries` answers (Connect's enum of that name)."""
+
+    #: The connector's tasks define transaction boundaries through ``context.transaction_context``.
+    SUPPORTED = "SUPPORTED"
+    #: They do not; ``transaction.boundary=connector`` is refused for this connector.
+    UNSUPPORTED = "UNSUPPORTED"
+
+
 class SourceConnector(Connector):
-    """A connector whose tasks read from an external system and write records to Kafka."""
+    """A connector whose tasks read from an external system and write records to Kafka.
+
+    Exactly-once (Kafka Connect's KIP-618, distributed workers with
+    ``exactly.once.source.support=enabled``): the runtime writes each task's records and source
+    offsets in one Kafka transaction, so a restarted task resumes exactly after what was
+    committed. A connector says whether its tasks can honour that with
+    :meth:`exactly_once_support` (checked when ``exactly.once.support=required``) and whether they
+    can choose where transactions end with :meth:`can_define_transaction_boundaries` (checked when
+    ``transaction.boundary=connector``).
+    """
 
     type: ClassVar[str] = "source"
+
+    def exactly_once_support(self, config: Mapping[str, Any]) -> ExactlyOnceSupport | None:
+        """Whether this connector's tasks give exactly-once delivery with ``config`` (raw settings).
+
+        Called on a fresh instance (never started) when a connector with
+        ``exactly.once.support=required`` is validated or created; anything but
+        :attr:`ExactlyOnceSupport.SUPPORTED` refuses it with the reason. The default, None, means
+        "not declared": ``required`` is refused, ``requested`` (the default) runs anyway.
+        Connect's ``SourceConnector.exactlyOnceSupport``.
+        """
+        return None
+
+    def can_define_transaction_boundaries(self, config: Mapping[str, Any]) -> ConnectorTransactionBoundaries:
+        """Whether this connector's tasks define their own transaction boundaries with ``config``.
+
+        Checked when ``transaction.boundary=connector``: anything but
+        :attr:`ConnectorTransactionBoundaries.SUPPORTED` refuses the config. Tasks then say where
+        transactions end through ``self.context.transaction_context``
+        (:class:`~mirrorline.api.context.TransactionContext`). The default is UNSUPPORTED.
+        Connect's ``SourceConnector.canDefineTransactionBoundaries``.
+        """
+        return ConnectorTransactionBoundaries.UNSUPPORTED
 
     async def alter_offsets(self, config: Mapping[str, Any],
                             offsets: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> None:

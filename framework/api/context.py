@@ -89,6 +89,27 @@ class ConnectorContext(PluginContext):
         """
 
 
+class TransactionContext(ABC):
+    """How a source task defines transaction boundaries itself (Connect's ``TransactionContext``).
+
+    Offered as ``context.transaction_context`` only when the worker writes in transactions
+    (``exactly.once.source.support=enabled``) and the connector is configured with
+    ``transaction.boundary=connector``; otherwise that attribute is None. Requests take effect
+    once the records ``poll`` returned so far have been handed to the producer: without a record,
+    after the current ``poll`` batch; with a record, right after that record. A commit writes the
+    records and their source offsets atomically; an abort drops the records of the transaction
+    but still commits their source offsets, so they are not read again (as Connect does).
+    """
+
+    @abstractmethod
+    def commit_transaction(self, record: Any = None) -> None:
+        """Commit the open transaction after ``record`` (a SourceRecord ``poll`` returned), or after the current batch."""
+
+    @abstractmethod
+    def abort_transaction(self, record: Any = None) -> None:
+        """Abort the open transaction after ``record``, or after the current batch; its offsets still commit."""
+
+
 class SourceTaskContext(PluginContext):
     """Handed to a source task in ``initialize``; valid until the task is stopped."""
 
@@ -100,6 +121,13 @@ class SourceTaskContext(PluginContext):
     #: connector has no transform and only pass-through (ByteArray) converters, so whole record
     #: batches can be written as they are. Beyond Connect; False for contexts that predate it.
     accepts_batches: bool = False
+    #: Whether the runtime writes this task's records and source offsets in Kafka transactions
+    #: (a distributed worker with ``exactly.once.source.support=enabled``): a restarted task then
+    #: resumes exactly after what was committed. Beyond Connect, which does not tell tasks.
+    exactly_once: bool = False
+    #: Set when the connector defines its own transaction boundaries (``transaction.boundary=connector``
+    #: under exactly-once); None otherwise. See :class:`TransactionContext`.
+    transaction_context: TransactionContext | None = None
 
     def report_warning(self, message: str, key: str | None = None) -> None:
         """Show a condition the user should act on in the task's status, without failing the task.

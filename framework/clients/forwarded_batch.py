@@ -4,7 +4,10 @@ aiokafka's producer takes a batch builder through ``send_batch``; its sender ask
 for its records count, its size, and (with idempotence) to take the producer id, epoch and
 base sequence it assigns, then for the bytes. :class:`ForwardedBatch` answers those calls for a
 batch that is already encoded (magic 2): it writes the producer fields into the header and
-recomputes the CRC-32C, leaving the records — and their compression — untouched.
+recomputes the CRC-32C, leaving the records — and their compression — untouched. Written by a
+transactional producer (exactly-once source tasks), the batch carries the transactional bit of
+*that* producer instead of the source's; aiokafka's accumulator adds its partition to the
+transaction (AddPartitionsToTxn) before the sender takes it, as for batches it builds itself.
 
 The header layout (Kafka's RecordBatch): baseOffset int64 @0, batchLength int32 @8,
 partitionLeaderEpoch int32 @12, magic int8 @16, crc uint32 @17, attributes int16 @21,
@@ -27,6 +30,7 @@ HEADER_SIZE = 61
 _MAGIC_V2 = 2
 #: attributes bits the forwarded batch must not carry: transactional (0x10) and control (0x20)
 _FOREIGN_ATTRIBUTES = 0x30
+_TRANSACTIONAL = 0x10
 _OFFSET = struct.Struct(">qii")          # baseOffset, batchLength, partitionLeaderEpoch
 _ATTRIBUTES = struct.Struct(">hi")       # attributes, lastOffsetDelta
 _PRODUCER = struct.Struct(">qhii")       # producerId, producerEpoch, baseSequence, recordsCount
@@ -40,7 +44,7 @@ class InvalidBatchError(ConnectError):
 class ForwardedBatch:
     """aiokafka batch-builder stand-in for one pre-encoded record batch (see the module docstring)."""
 
-    def __init__(self, data: bytes, record_count: int):
+    def __init__(self, data: bytes, record_count: int, transactional: bool = False):
         buffer = bytearray(data)
         if len(buffer) < HEADER_SIZE or buffer[16] != _MAGIC_V2:
             raise InvalidBatchError(f"not a magic-2 record batch ({len(buffer)} bytes, magic "
@@ -57,7 +61,10 @@ class ForwardedBatch:
         if attributes & 0x08:
             raise InvalidBatchError("LogAppendTime batch: only CreateTime batches can be forwarded")
         _OFFSET.pack_into(buffer, 0, 0, length, -1)
-        _ATTRIBUTES.pack_into(buffer, 21, attributes & ~_FOREIGN_ATTRIBUTES, last_delta)
+        attributes &= ~_FOREIGN_ATTRIBUTES
+        if transactional:  # written by a transactional producer: the broker requires the bit
+            attributes |= _TRANSACTIONAL
+        _ATTRIBUTES.pack_into(buffer, 21, attributes, last_delta)
         self._buffer = buffer
         self._count = record_count
         self._set_producer_state(-1, -1, -1)

@@ -12,6 +12,10 @@ MM2 needs four things it lacks or only half-offers:
 - **delete consumer group offsets** (OffsetDelete, key 47).
 - **the state of a group** ("Empty", "Stable", ...), read from aiokafka's raw
   ``describe_consumer_groups`` response.
+- **fence producers** (Admin ``fenceProducers``, KIP-730): an InitProducerId (key 22) with the
+  transactional id and no producer id, sent to the id's transaction coordinator. It bumps the id's
+  epoch and aborts its open transaction, so a producer still holding the old epoch (a zombie task)
+  can write nothing more. aiokafka's admin client has no such call.
 - **describe and create ACLs** (DescribeAcls, key 29; CreateAcls, key 30): aiokafka defines
   the request classes but its admin client has no methods for them. :class:`AclBinding` and
   :class:`AclFilter` (plugin contract, defined in :mod:`mirrorline.api.clients`) carry Kafka's numeric codes (:class:`ResourceType`, :class:`PatternType`,
@@ -25,6 +29,7 @@ The requests are defined here with aiokafka's own protocol building blocks
 - IncrementalAlterConfigs **v0** (v1 is already the first flexible version);
 - OffsetCommit **v2/v3** from aiokafka itself (KIP-896 removed v0/v1 in Kafka 4.0);
 - OffsetDelete **v0** (its only version);
+- InitProducerId **v0** from aiokafka itself (what its transactional producer sends);
 - DescribeAcls / CreateAcls **v1** from aiokafka itself (KIP-896 removed v0 in Kafka 4.0).
 
 This touches a private attribute (``admin._client``), so aiokafka is pinned to ``>=0.14,<0.15``.
@@ -44,7 +49,10 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import ClusterAuthorizationFailedError, KafkaError, for_code
 from aiokafka.protocol.admin import CreateAclsRequest, DescribeAclsRequest
 from aiokafka.protocol.api import Request, RequestStruct, Response
+from aiokafka.client import CoordinationType
+from aiokafka.errors import TransactionalIdAuthorizationFailed
 from aiokafka.protocol.commit import OffsetCommitRequest
+from aiokafka.protocol.transaction import InitProducerIdRequest
 from aiokafka.protocol.types import Array, Boolean, Int8, Int16, Int32, Schema, String
 
 from mirrorline.api.clients import (AclBinding, AclFilter, AclOperation, AclPermissionType, PatternType,
@@ -64,6 +72,7 @@ __all__ = [
     "describe_acls",
     "delete_consumer_group_offsets",
     "describe_consumer_group_state",
+    "fence_producers",
     "incremental_alter_configs",
 ]
 
@@ -244,6 +253,73 @@ async def _send_to_group_coordinator(admin: AIOKafkaAdminClient, group: str, req
 
 
 # --- public functions -------------------------------------------------------------------------
+
+# InitProducerId errors a fencing retries: COORDINATOR_LOAD_IN_PROGRESS and CONCURRENT_TRANSACTIONS
+# (the previous transaction is still completing) after a pause, and COORDINATOR_NOT_AVAILABLE /
+# NOT_COORDINATOR after finding the coordinator again (as Kafka's FenceProducersHandler does).
+_FENCE_RETRY_CODES = {14, 51}
+_FENCE_RELOOKUP_CODES = {15, 16}
+_TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+_CLUSTER_AUTHORIZATION_FAILED = 31
+
+
+class FencingError(KafkaError):
+    """A transactional id could not be fenced; the message names the id and the cause."""
+
+
+async def fence_producers(admin: AIOKafkaAdminClient, transactional_ids: Iterable[str], *,
+                          timeout_ms: int = 60_000) -> None:
+    """Fence every producer using one of ``transactional_ids`` (Kafka's ``Admin.fenceProducers``, KIP-730).
+
+    For each id: find its transaction coordinator, then send InitProducerId with the id and no
+    producer id/epoch. The coordinator bumps the id's epoch and aborts its open transaction; a
+    producer still holding an older epoch gets PRODUCER_FENCED on its next write, so not one
+    more record of it is committed. ``timeout_ms`` bounds the whole call and is the transaction
+    timeout the coordinator records for the id (as the Java admin does). Ids are fenced one after
+    another. Raises :class:`FencingError` naming the id (and the ACL it needs when authorization
+    failed), or TimeoutError.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_ms / 1000
+    for transactional_id in transactional_ids:
+        while True:
+            if loop.time() > deadline:
+                raise TimeoutError(f"fencing transactional id {transactional_id!r} did not complete within "
+                                   f"{timeout_ms} ms (is the transaction coordinator available?)")
+            try:
+                node = await asyncio.wait_for(admin._client.coordinator_lookup(
+                    CoordinationType.TRANSACTION, transactional_id), max(deadline - loop.time(), 0.001))
+                response = await asyncio.wait_for(admin._client.send(node, InitProducerIdRequest(
+                    transactional_id, timeout_ms)), max(deadline - loop.time(), 0.001))
+            except TransactionalIdAuthorizationFailed:
+                raise FencingError(_authorization_message(transactional_id, "FindCoordinator")) from None
+            except (KafkaError, asyncio.TimeoutError) as exc:
+                if isinstance(exc, KafkaError) and not getattr(exc, "retriable", False):
+                    raise FencingError(f"fencing transactional id {transactional_id!r} failed: {exc!r}") from exc
+                await asyncio.sleep(0.1)
+                continue
+            code = response.error_code
+            if code == 0:
+                break
+            if code in _FENCE_RETRY_CODES or code in _FENCE_RELOOKUP_CODES:
+                await asyncio.sleep(0.05 if code == 51 else 0.1)
+                continue
+            if code == _TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+                raise FencingError(_authorization_message(transactional_id, "InitProducerId"))
+            if code == _CLUSTER_AUTHORIZATION_FAILED:
+                raise FencingError(f"InitProducerId request for transactionalId `{transactional_id}` failed due "
+                                   f"to cluster authorization failure: the principal needs IdempotentWrite on the "
+                                   f"cluster")
+            error = for_code(code)
+            raise FencingError(f"InitProducerId request for transactionalId `{transactional_id}` failed due to "
+                               f"unexpected error {error.__name__} ({code})")
+
+
+def _authorization_message(transactional_id: str, request: str) -> str:
+    return (f"{request} request for transactionalId `{transactional_id}` failed due to transactional ID "
+            f"authorization failure: the principal needs WRITE (and DESCRIBE) on TransactionalId "
+            f"{transactional_id!r} (kafka-acls --add --allow-principal User:... --operation Write "
+            f"--transactional-id {transactional_id})")
 
 
 def _by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[TopicPartition]]:

@@ -73,7 +73,9 @@ class RecordProducer(AIOKafkaProducer):
         """
         if partition < 0:
             raise ValueError(f"partition must be >= 0, not {partition} (topic {topic})")
-        batch = ForwardedBatch(data, record_count)
+        txn = self._txn_manager
+        batch = ForwardedBatch(data, record_count,
+                               transactional=txn is not None and txn.transactional_id is not None)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.max_block_ms / 1000
         while True:

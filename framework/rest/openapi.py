@@ -175,6 +175,8 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("PUT", _C + "/pause"): _op("Pause", {**_ok(202, "Pausing"), **_errors(404)}),
     ("PUT", _C + "/resume"): _op("Resume a paused or stopped connector", {**_ok(202, "Resuming"), **_errors(404)}),
     ("PUT", _C + "/stop"): _op("Stop (tasks shut down, config kept)", {**_ok(204, "Stopped"), **_errors(404)}),
+    ("PUT", _C + "/fence"): _op("Internal (KIP-618): fence the previous generation of a source connector's tasks",
+                                {**_ok(204, "Fenced"), **_errors(400, 404, 409)}),
     ("GET", _C + "/tasks"): _op("Task configs", {**_ok(200, "TaskInfo list", {"type": "array",
                                                                                "items": _ref("TaskInfo")}),
                                                  **_errors(404)}),

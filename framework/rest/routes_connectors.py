@@ -225,6 +225,13 @@ async def stop_connector(request: web.Request) -> web.Response:
     return _no_content()
 
 
+@routes.put(_C + "/fence")
+async def fence_zombies(request: web.Request) -> web.Response:
+    """Internal (KIP-618): fence the previous generation of a source connector's tasks; 204 once done."""
+    await _herder(request).fence_zombies(_name(request))
+    return _no_content()
+
+
 @routes.get(_C + "/tasks")
 async def get_tasks(request: web.Request) -> web.Response:
     """TaskInfo list."""

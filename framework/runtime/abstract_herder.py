@@ -32,6 +32,7 @@ from mirrorline.runtime.connector_config import CONNECTOR_CONFIG_DEF
 from mirrorline.runtime import sink_offsets
 from mirrorline.runtime.herder import Herder
 from mirrorline.runtime.converters import validate_converters
+from mirrorline.runtime.exactly_once import add_exactly_once_errors, worker_support
 from mirrorline.runtime.sink_config import add_topic_errors, connector_config_def
 from mirrorline.runtime.supervisor import Supervisor
 from mirrorline.runtime.transform_config import alias_configs, iter_values, transform_config_def
@@ -399,22 +400,27 @@ class AbstractHerder(Herder):
         if named is not None and not self.plugins.matches(cls, str(named)):
             raise BadRequestError(f"Included connector type {named} does not match request type {plugin}")
         config = {**config, "connector.class": str(named or full_name(cls))}
-        return _config_infos(full_name(cls), cls, config, self.plugins)
+        return _config_infos(full_name(cls), cls, config, self.plugins,
+                             exactly_once=worker_support(self.worker_config))
 
     def validate_or_raise(self, config: dict[str, Any]) -> None:
         """BadRequestError listing every problem of a connector config (class unknown, values invalid)."""
-        validate_or_raise(self.plugins, config)
+        validate_or_raise(self.plugins, config, exactly_once=worker_support(self.worker_config))
 
 
-def validate_or_raise(plugins: PluginRegistry, config: dict[str, Any]) -> None:
-    """BadRequestError listing every problem of a connector config (class unknown, values invalid)."""
+def validate_or_raise(plugins: PluginRegistry, config: dict[str, Any], *, exactly_once: str | None = None) -> None:
+    """BadRequestError listing every problem of a connector config (class unknown, values invalid).
+
+    ``exactly_once`` is the worker's ``exactly.once.source.support`` (None: a standalone worker):
+    a source connector's ``exactly.once.support=required`` that cannot hold is one of the problems.
+    """
     try:
         cls = plugins.connector_class(str(config.get("connector.class", "")))
     except NotFoundError as exc:
         if not config.get("connector.class"):
             raise BadRequestError("Connector config is missing required configuration \"connector.class\"") from None
         raise BadRequestError(str(exc)) from None
-    infos = _config_infos(full_name(cls), cls, config, plugins)
+    infos = _config_infos(full_name(cls), cls, config, plugins, exactly_once=exactly_once)
     errors = [f"{c['value']['name']}: {e}" for c in infos["configs"] for e in c["value"]["errors"]]
     if errors:
         raise BadRequestError(
@@ -461,12 +467,14 @@ def _version_info(cls: type) -> dict[str, str]:
 
 
 def _config_infos(name: str, cls: type[Connector], config: dict[str, Any],
-                  plugins: PluginRegistry | None = None) -> dict[str, Any]:
+                  plugins: PluginRegistry | None = None, *, exactly_once: str | None = None) -> dict[str, Any]:
     """Connect's ConfigInfos for ``config``: common settings, the connector's own, then each
-    transform's and predicate's (``transforms.<alias>.*``, ``predicates.<alias>.*``)."""
-    common_def = connector_config_def(cls)  # with topics / topics.regex for a sink
+    transform's and predicate's (``transforms.<alias>.*``, ``predicates.<alias>.*``).
+    ``exactly_once``: the worker's ``exactly.once.source.support`` (None: standalone)."""
+    common_def = connector_config_def(cls)  # with topics / topics.regex for a sink, exactly-once keys for a source
     values: list[tuple[Any, ConfigValue]] = [(common_def.keys[v.name], v) for v in common_def.validate(config)]
     add_topic_errors(cls, config, (v for _, v in values))
+    add_exactly_once_errors(cls, config, (v for _, v in values), exactly_once)
     if plugins is not None:  # an unknown converter class or bad converter setting, on its field
         converter_errors = {v.name: v.errors for v in validate_converters(config, plugins)}
         for _, value in values:

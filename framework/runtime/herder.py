@@ -26,6 +26,8 @@ from abc import ABC, abstractmethod
 from contextvars import ContextVar
 from typing import Any
 
+from mirrorline.api.errors import BadRequestError
+
 #: True while handling a request another worker forwarded here (REST ``?forward=false``): a
 #: herder that is not the one to carry it out must refuse it instead of forwarding it again.
 REQUEST_FORWARDED: ContextVar[bool] = ContextVar("request_forwarded", default=False)
@@ -113,6 +115,12 @@ class Herder(ABC):
     @abstractmethod
     async def stop_connector(self, name: str) -> None:
         """Stop the connector and shut its tasks down (task count becomes 0); config is kept."""
+
+    async def fence_zombies(self, name: str) -> None:
+        """Fence the previous generation of a source connector's tasks (Connect's internal
+        ``PUT /connectors/{name}/fence``, KIP-618). Only distributed herders can; this default
+        answers as Connect's standalone mode does."""
+        raise BadRequestError("Kafka Connect in standalone mode does not support exactly-once source connectors.")
 
     # -- offsets --------------------------------------------------------------------------
     @abstractmethod

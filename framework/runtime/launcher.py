@@ -22,6 +22,7 @@ from mirrorline.clients.runtime_clients import KAFKA_CLIENTS
 from mirrorline.plugins import PluginRegistry
 from mirrorline.runtime.abstract_herder import validate_or_raise
 from mirrorline.runtime.config_providers import resolve_worker_settings
+from mirrorline.runtime.exactly_once import worker_support
 from mirrorline.runtime.health_server import HealthServer
 from mirrorline.runtime.process import StopSignals, check_listener_free, kafka_cluster_id, parse_listener
 from mirrorline.runtime.distributed.herder import DistributedHerder
@@ -129,7 +130,8 @@ class ProcessLauncher(WorkerLauncher):
         spec = dataclasses.replace(spec, worker_config=await self._resolved_settings(spec))
         config = DISTRIBUTED_CONFIG_DEF.parse(spec.worker_config)
         for connector in spec.connector_configs:  # a bad config is a one-line error now, not a FAILED status later
-            validate_or_raise(self.plugins, connector)  # before any client is opened
+            # before any client is opened; exactly.once.support=required needs the worker's setting
+            validate_or_raise(self.plugins, connector, exactly_once=worker_support(config))
         cluster_id = await kafka_cluster_id(config)
         herder = DistributedHerder(spec.worker_config, config, self.plugins, kafka_cluster_id=cluster_id,
                                    managed_connectors=spec.connector_configs)

@@ -42,3 +42,22 @@ TASK_ERROR_METRICS = {
         ("deadletterqueue-produce-failures", "records that could not be written to the dead letter queue."),
     )
 }
+
+#: Connect's source-task transaction metrics under exactly-once (``transaction-size-avg/min/max``),
+#: over the transactions this task instance committed; mirrorline also counts commits and aborts.
+def _transaction_size(stat: str, doc: str) -> Gauge:
+    return Gauge(_PREFIX + f"source_task_metrics_transaction_size_{stat}",
+                 f"Connect's transaction-size-{stat}: {doc} records per committed transaction of the task "
+                 f"(exactly-once source support).", ("connector", "task"))
+
+
+TRANSACTION_SIZE_AVG = _transaction_size("avg", "average")
+TRANSACTION_SIZE_MIN = _transaction_size("min", "fewest")
+TRANSACTION_SIZE_MAX = _transaction_size("max", "most")
+TRANSACTION_SIZE = {"avg": TRANSACTION_SIZE_AVG, "min": TRANSACTION_SIZE_MIN, "max": TRANSACTION_SIZE_MAX}
+TRANSACTIONS_COMMITTED = Counter(_PREFIX + "source_task_transactions_committed",
+                                 "Transactions a source task committed (exactly-once source support).",
+                                 ("connector", "task"))
+TRANSACTIONS_ABORTED = Counter(_PREFIX + "source_task_transactions_aborted",
+                               "Transactions a source task aborted: on the connector's request, on stop or after "
+                               "a write failed (exactly-once source support).", ("connector", "task"))

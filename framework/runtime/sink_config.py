@@ -18,6 +18,7 @@ from mirrorline.api.connector import Connector
 from mirrorline.api.errors import ConfigError
 from mirrorline.runtime.connector_config import CONNECTOR_CONFIG_DEF
 from mirrorline.runtime.error_handling import DLQ_CONFIG_KEYS
+from mirrorline.runtime.source_config import SOURCE_CONFIG_DEF
 
 TOPICS = "topics"
 TOPICS_REGEX = "topics.regex"
@@ -54,14 +55,22 @@ SINK_CONFIG_DEF = ConfigDef([
 ])
 
 
+_SOURCE_DEF = CONNECTOR_CONFIG_DEF.merged(SOURCE_CONFIG_DEF)
+
+
 def is_sink(connector_class: type[Connector]) -> bool:
     """Whether ``connector_class`` is a sink connector."""
     return getattr(connector_class, "type", None) == "sink"
 
 
 def connector_config_def(connector_class: type[Connector]) -> ConfigDef:
-    """The framework's settings of a connector of this class: the common ones, plus ``topics`` for a sink."""
-    return CONNECTOR_CONFIG_DEF.merged(SINK_CONFIG_DEF) if is_sink(connector_class) else CONNECTOR_CONFIG_DEF
+    """The framework's settings of a connector of this class: the common ones, plus ``topics`` for a
+    sink, or the exactly-once settings (:mod:`~mirrorline.runtime.source_config`) for a source."""
+    if is_sink(connector_class):
+        return CONNECTOR_CONFIG_DEF.merged(SINK_CONFIG_DEF)
+    if getattr(connector_class, "type", None) == "source":
+        return _SOURCE_DEF
+    return CONNECTOR_CONFIG_DEF
 
 
 def topic_errors(config: Mapping[str, Any]) -> dict[str, list[str]]:

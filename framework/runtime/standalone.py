@@ -51,6 +51,12 @@ class StandaloneHerder(AbstractHerder):
         """Load stores; the herder is healthy from here on."""
         for store in (self.offset_store, self.config_store, self.status_store):
             await store.start()
+        support = str(getattr(self.worker_config, "originals", {}).get("exactly.once.source.support", "disabled"))
+        if support.strip().lower() != "disabled":
+            # Connect's standalone mode ignores the setting without a word; say it once
+            log.warning("exactly.once.source.support=%s is ignored: standalone workers write source records "
+                        "at-least-once (exactly-once needs distributed workers or mirrorline mm2), and refuse "
+                        "connectors with exactly.once.support=required", support)
         self._started = True
 
     async def stop(self) -> None:

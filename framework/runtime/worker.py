@@ -38,6 +38,7 @@ from mirrorline.runtime.sink_task import build_worker_sink_task
 from mirrorline.runtime.converters import source_converters, validate_converters
 from mirrorline.runtime.error_handling import ErrorHandler
 from mirrorline.runtime.transform_chain import build_chain
+from mirrorline.runtime.exactly_once_task import ExactlyOnceSettings, ExactlyOnceWorkerSourceTask
 from mirrorline.runtime.worker_task import WorkerSourceTask
 from mirrorline.storage.offsets import OffsetStore
 from mirrorline.storage.status import State, Status, StatusStore
@@ -98,6 +99,9 @@ class Worker:
             worker_config.originals, provider_classes(getattr(plugins, "config_provider_classes", list)()))
         #: connector -> (its stored config, the same resolved), to keep resolved values out of task configs
         self._resolved: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+        #: Set by a distributed herder whose worker has exactly.once.source.support=enabled: gives the
+        #: exactly-once settings of a source task (transactional id, boundary, fencing checks).
+        self.exactly_once: Callable[[ConnectorTaskId, Config], ExactlyOnceSettings] | None = None
         self.start_timeout_s = worker_config["start.timeout.ms"] / 1000
         self.stop_timeout_s = worker_config["task.shutdown.graceful.timeout.ms"] / 1000
         # A worker-level converter every task would fail with is bad input: refuse to start, naming it.
@@ -283,14 +287,18 @@ class Worker:
         kwargs, ignored = client_kwargs(producer_props, "producer")
         if ignored:
             log.info("Task %s: producer settings with no aiokafka equivalent are ignored: %s", task_id, ignored)
-        worker_task = WorkerSourceTask(
+        runner: type[WorkerSourceTask] = WorkerSourceTask
+        extra: dict[str, Any] = {}
+        if self.exactly_once is not None:  # records and offsets in one transaction (KIP-618)
+            runner, extra = ExactlyOnceWorkerSourceTask, {"exactly_once": self.exactly_once(task_id, connector_settings)}
+        worker_task = runner(
             task_id, task, task_config, producer_kwargs=kwargs, offset_store=self.offset_store,
             offset_reader=StoreOffsetReader(self.offset_store, task_id.connector),
             on_status=self._task_status, on_failure=self._fail_task,
             flush_interval_s=self.config["offset.flush.interval.ms"] / 1000,
             start_timeout_s=self.start_timeout_s, stall_timeout_s=self.config["task.stall.timeout.ms"] / 1000,
             on_topic=self._on_topic, transforms=transforms, converters=converters,
-            errors=ErrorHandler.from_config(task_id, connector_settings))
+            errors=ErrorHandler.from_config(task_id, connector_settings), **extra)
         self.tasks[task_id] = worker_task
         await self.set_task_state(task_id, State.UNASSIGNED)
         await worker_task.start(paused=paused)

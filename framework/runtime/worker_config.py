@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mirrorline.api.config import ConfigDef, ConfigKey, Importance, OneOf, Range, Type
+from mirrorline.api.config import ConfigDef, ConfigKey, Importance, OneOf, Range, Type, ValidString
 from mirrorline.runtime.converters import converter_keys
 
 #: Prefix of the settings that configure TLS of an ``https://`` REST listener only. As in Connect,
@@ -116,6 +116,10 @@ WORKER_CONFIG_DEF = ConfigDef([
 #: Worker settings starting with this prefix configure every task's producer.
 PRODUCER_PREFIX = "producer."
 
+#: The worker setting that turns on exactly-once source support (KIP-618), and its values.
+EXACTLY_ONCE_SOURCE_SUPPORT = "exactly.once.source.support"
+EXACTLY_ONCE_SOURCE_SUPPORT_VALUES = ("disabled", "preparing", "enabled")
+
 #: Settings of a distributed worker (Connect's ``DistributedConfig`` names and defaults), on top of
 #: the common ones. Topic partitions and replication factors are read by the Kafka-backed stores.
 DISTRIBUTED_CONFIG_DEF = WORKER_CONFIG_DEF.merged(ConfigDef([
@@ -143,6 +147,14 @@ DISTRIBUTED_CONFIG_DEF = WORKER_CONFIG_DEF.merged(ConfigDef([
               doc="How often a worker tells the group it is alive (well under session.timeout.ms)."),
     ConfigKey("rebalance.timeout.ms", Type.INT, default=60000, validator=Range(min=1), importance=Importance.HIGH,
               doc="How long workers have to stop what they give up and rejoin during a rebalance."),
+    ConfigKey(EXACTLY_ONCE_SOURCE_SUPPORT, Type.STRING, default="disabled", importance=Importance.HIGH,
+              validator=ValidString(EXACTLY_ONCE_SOURCE_SUPPORT_VALUES),
+              doc="Whether to enable exactly-once support for source connectors in the cluster by using transactions "
+                  "to write source records and their source offsets, and by proactively fencing out old task "
+                  "generations before bringing up new ones. To enable exactly-once source support on a new cluster, "
+                  "set this property to 'enabled'. To enable support on an existing cluster, first set to "
+                  "'preparing' on every worker in the cluster, then set to 'enabled'. A rolling upgrade may be used "
+                  "for both changes. (Kafka Connect's setting; see docs/exactly-once.md.)"),
     ConfigKey("inter.worker.key.ttl.ms", Type.LONG, default=3600000, validator=Range(min=1000, max=2**31 - 1),
               importance=Importance.LOW,
               doc="How long the session key that signs requests forwarded between workers is used before the "

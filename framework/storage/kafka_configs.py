@@ -18,11 +18,19 @@ and is compacted. Records, string keys and schemaless JSON values, as Java Conne
   the key that signs REST requests forwarded between workers (KIP-507), written by the leader;
   the store keeps the latest and the one before it (requests signed during a rotation verify).
 
-Other record types (``restart-connector-*``, ``tasks-fencing-*``, ``logger-cluster-*``) are skipped. Records that cannot be parsed are logged and skipped.
+- ``tasks-fencing-<name>`` -> ``{"task-count": N}`` (exactly-once source support, KIP-618): written
+  by the leader once the transactional producers of the connector's previous generation of tasks
+  are fenced; N is the number of tasks of the generation it lets start. Task configs committed
+  after a connector's latest such record make it *pending fencing* (:meth:`KafkaConfigStore.
+  pending_fencing`): its new tasks wait until the next record. Each complete commit of task
+  configs is a new *generation* (:meth:`KafkaConfigStore.task_generation`).
+
+Other record types (``restart-connector-*``, ``logger-cluster-*``) are skipped. Records that cannot be parsed are logged and skipped.
 
 ``put_*`` and ``remove_connector`` write, then read the topic to its end, so the change is
 visible on return. The ``listener`` is called with ``(kind, connector)`` - kind ``"connector"``
-(config written or deleted), ``"tasks"`` (task configs committed) or ``"target_state"`` -
+(config written or deleted), ``"tasks"`` (task configs committed), ``"target_state"`` or
+``"fencing"`` (a task-count record) -
 for changes read after ``start()`` loaded the existing records, including this store's own
 writes; it runs on the event loop and must not block. ``offset`` is the config-topic offset
 read so far (the next offset to read; -1 before anything was read), what Connect workers
@@ -57,6 +65,7 @@ CONNECTOR_PREFIX = "connector-"
 TASK_PREFIX = "task-"
 COMMIT_PREFIX = "commit-"
 TARGET_STATE_PREFIX = "target-state-"
+TASK_COUNT_PREFIX = "tasks-fencing-"
 SESSION_KEY_KEY = "session-key"
 
 
@@ -106,6 +115,9 @@ class KafkaConfigStore(LogBackedStore, ConfigStore):
         self._deferred: dict[str, dict[int, dict[str, str]]] = {}
         self._inconsistent: set[str] = set()
         self._states: dict[str, TargetState] = {}
+        self._task_count_records: dict[str, int] = {}
+        self._pending_fencing: set[str] = set()
+        self._generations: dict[str, int] = {}
         self._session_key: SessionKey | None = None
         self._previous_session_key: SessionKey | None = None
         self._offset = -1
@@ -158,6 +170,19 @@ class KafkaConfigStore(LogBackedStore, ConfigStore):
     def target_state(self, connector):
         return self._states.get(connector, TargetState.STARTED)
 
+    def task_count_record(self, connector: str) -> int | None:
+        """The task count of the connector's latest ``tasks-fencing-*`` record (None: there is none)."""
+        return self._task_count_records.get(connector)
+
+    def pending_fencing(self, connector: str) -> bool:
+        """Whether task configs were committed after the connector's latest task-count record (or
+        there is none): its tasks must wait for the previous generation to be fenced."""
+        return connector in self._pending_fencing
+
+    def task_generation(self, connector: str) -> int:
+        """How many complete task-config commits of the connector were read (-1: none)."""
+        return self._generations.get(connector, -1)
+
     @property
     def session_key(self) -> SessionKey | None:
         """The latest session key read from the topic (None before the leader wrote one)."""
@@ -184,6 +209,10 @@ class KafkaConfigStore(LogBackedStore, ConfigStore):
 
     async def put_target_state(self, connector, state):
         await self._write([(TARGET_STATE_PREFIX + connector, target_state_value(state))])
+
+    async def put_task_count_record(self, connector: str, count: int) -> None:
+        """Write ``tasks-fencing-<connector>`` (the leader's job, after fencing); visible on return."""
+        await self._write([(TASK_COUNT_PREFIX + connector, {"task-count": int(count)})])
 
     async def put_session_key(self, key: SessionKey) -> None:
         """Write a new session key (the leader's job); visible in :attr:`session_key` on return."""
@@ -215,6 +244,8 @@ class KafkaConfigStore(LogBackedStore, ConfigStore):
             self._on_task(key, value)
         elif key.startswith(COMMIT_PREFIX):
             self._on_commit(key[len(COMMIT_PREFIX):], value)
+        elif key.startswith(TASK_COUNT_PREFIX):
+            self._on_task_count(key[len(TASK_COUNT_PREFIX):], value)
         elif key == SESSION_KEY_KEY:
             self._on_session_key(value)
         else:
@@ -260,13 +291,27 @@ class KafkaConfigStore(LogBackedStore, ConfigStore):
         if all(i in deferred for i in range(count)):
             self._tasks.update({(connector, i): config for i, config in deferred.items()})
             self._inconsistent.discard(connector)
+            self._generations[connector] = self._generations.get(connector, -1) + 1
         else:
             log.error("config topic: commit of %d task(s) for connector %r found only tasks %s; "
                       "its task configs are inconsistent until the next complete commit",
                       count, connector, sorted(deferred))
             self._inconsistent.add(connector)
         self._task_counts[connector] = count
+        # task configs after the latest task-count record: the next generation needs a round of fencing
+        self._pending_fencing.add(connector)
         self._notify("tasks", connector)
+
+    def _on_task_count(self, connector: str, value: dict | None) -> None:
+        if value is None:
+            return
+        count = value.get("task-count")
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            log.error("config topic: skipping task-count record of connector %r without a task count", connector)
+            return
+        self._task_count_records[connector] = count
+        self._pending_fencing.discard(connector)
+        self._notify("fencing", connector)
 
     def _on_target_state(self, connector: str, value: dict | None) -> None:
         if value is None:

@@ -8,6 +8,10 @@ and then keeps tailing the topic in a background task it owns, so every record w
 by this process or any other, reaches ``on_record`` too. Stores rebuild their state from these
 callbacks and never read the topic themselves.
 
+Transactions: with ``read_committed`` the tail reads only committed records (aborted ones never
+reach ``on_record``) and ``read_to_end()`` waits for the last stable offset, so a transaction
+still open is neither read nor waited for.
+
 Ordering: records of one partition reach ``on_record`` in offset order; there is no order
 across partitions. ``on_record`` runs on the event loop, in the tail task, one record at a
 time, and must not block. ``send()`` returns once the broker acknowledged the record
@@ -59,8 +63,11 @@ class KafkaBasedLog:
     """A compacted topic, read from the beginning and tailed; see the module docstring."""
 
     def __init__(self, topic: str, client_props: Mapping[str, Any], on_record: Callable[[ConsumerRecord], None],
-                 *, partitions: int, replication_factor: int, topic_config: Mapping[str, Any] | None = None):
+                 *, partitions: int, replication_factor: int, topic_config: Mapping[str, Any] | None = None,
+                 read_committed: bool = False):
         self.topic = topic
+        #: read only committed records (isolation.level=read_committed): for a topic transactions write to
+        self.read_committed = read_committed
         self.client_props = dict(client_props)
         self.on_record = on_record
         self.partitions = partitions
@@ -90,6 +97,8 @@ class KafkaBasedLog:
         producer_kwargs.update(acks="all", enable_idempotence=True)
         producer_kwargs.pop("transactional_id", None)
         consumer_kwargs.update(group_id=None, enable_auto_commit=False, auto_offset_reset="earliest")
+        if self.read_committed:  # end offsets are then the last stable offsets: open transactions are not waited for
+            consumer_kwargs["isolation_level"] = "read_committed"
         # RecordProducer: waits for partitions it does not know yet, and takes max.block.ms
         self._producer = RecordProducer(**producer_kwargs)
         self._consumer = AIOKafkaConsumer(**consumer_kwargs)

@@ -16,6 +16,10 @@ updates the map. Kafka gives no atomicity across records without transactions, s
 put may leave part of its batch written; each record is still a complete, valid offset for
 its partition, which is what resumption needs (Connect has the same property).
 
+Exactly-once source tasks (:mod:`mirrorline.runtime.exactly_once_task`) write the same records
+with :func:`offset_key` / :func:`offset_value` through their own transactional producer, in the
+transaction of the records they describe; the store then reads with ``read_committed``.
+
 Topic settings (worker config): ``offset.storage.topic``, ``offset.storage.partitions``
 (default 25), ``offset.storage.replication.factor`` (default 3, -1 for the broker default).
 """
@@ -59,19 +63,26 @@ class KafkaOffsetStore(LogBackedStore, OffsetStore):
     """Offsets kept in a compacted topic and mirrored in memory (distributed mode)."""
 
     def __init__(self, topic: str, client_props: Mapping[str, Any], *, partitions: int = DEFAULT_PARTITIONS,
-                 replication_factor: int = DEFAULT_REPLICATION_FACTOR, topic_config: Mapping[str, Any] | None = None):
+                 replication_factor: int = DEFAULT_REPLICATION_FACTOR, topic_config: Mapping[str, Any] | None = None,
+                 read_committed: bool = False):
         # partition_key -> (connector, partition, offset); where the applied value was written
         self._data: dict[str, tuple[str, Partition, Offset]] = {}
         self._written_at: dict[str, tuple[int, int]] = {}
         self.log = KafkaBasedLog(topic, client_props, self._on_record, partitions=partitions,
-                                 replication_factor=replication_factor, topic_config=topic_config)
+                                 replication_factor=replication_factor, topic_config=topic_config,
+                                 read_committed=read_committed)
 
     @classmethod
-    def from_config(cls, worker_config: Mapping[str, Any]) -> KafkaOffsetStore:
-        """A store configured from worker settings (client settings come from the same map)."""
+    def from_config(cls, worker_config: Mapping[str, Any], *, read_committed: bool = False) -> KafkaOffsetStore:
+        """A store configured from worker settings (client settings come from the same map).
+
+        ``read_committed``: exactly-once source tasks write offsets in transactions; the store
+        then reads only committed ones (Connect forces isolation.level=read_committed too).
+        """
         topic, partitions, replication_factor = storage_settings(worker_config, "offset.storage", DEFAULT_PARTITIONS,
                                                                  DEFAULT_REPLICATION_FACTOR)
-        return cls(topic, worker_config, partitions=partitions, replication_factor=replication_factor)
+        return cls(topic, worker_config, partitions=partitions, replication_factor=replication_factor,
+                   read_committed=read_committed)
 
     async def get(self, connector, partitions):
         # Read to the end first, as Connect's offset reader does: a task taking over from another

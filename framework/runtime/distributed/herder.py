@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from mirrorline.api.config import Config
-from mirrorline.api.errors import AlreadyExistsError, NotFoundError, \
+from mirrorline.api.errors import AlreadyExistsError, BadRequestError, NotFoundError, \
     RebalanceInProgressError
 from mirrorline.api.records import ConnectorTaskId
 from mirrorline.plugins import PluginRegistry
@@ -44,7 +44,12 @@ from mirrorline.runtime.abstract_herder import AbstractHerder
 from mirrorline.runtime.background import BackgroundTasks
 from mirrorline.runtime.distributed import metrics
 from mirrorline.runtime.distributed.assignment import CONFIG_MISMATCH, Assignment, MemberState, assign
+from mirrorline.runtime.distributed.fencing import ZombieFencing
 from mirrorline.runtime.distributed.forwarding import WorkerClient, connector_path
+from mirrorline.runtime.exactly_once import DISABLED, ENABLED, transactional_id
+from mirrorline.runtime.exactly_once_task import ExactlyOnceSettings
+from mirrorline.runtime.source_config import POLL, TRANSACTION_BOUNDARY, TRANSACTION_BOUNDARY_INTERVAL_MS
+from mirrorline.runtime.worker_config import EXACTLY_ONCE_SOURCE_SUPPORT
 from mirrorline.runtime.distributed.membership import MembershipListener, WorkerGroupMember
 from mirrorline.runtime.herder import REQUEST_FORWARDED
 from mirrorline.storage.configs import TargetState
@@ -86,8 +91,10 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         for key in ("config.storage.replication.factor", "offset.storage.replication.factor",
                     "offset.storage.partitions", "status.storage.replication.factor", "status.storage.partitions"):
             raw[key] = str(worker_config[key])
-        if stores is None:
-            stores = (KafkaConfigStore.from_config(raw), KafkaOffsetStore.from_config(raw),
+        self.exactly_once_support = worker_config[EXACTLY_ONCE_SOURCE_SUPPORT]
+        if stores is None:  # offsets written in transactions are read only once committed
+            stores = (KafkaConfigStore.from_config(raw),
+                      KafkaOffsetStore.from_config(raw, read_committed=self.exactly_once_support != DISABLED),
                       KafkaStatusStore.from_config(raw))
         self.config_store, self.offset_store, self.status_store = stores
         self.config_store.listener = self._on_config_change
@@ -110,6 +117,13 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         self._deferred_reconfigurations: set[str] = set()
         self._rebalancing = True
         self._stopping = False
+        #: the leader's zombie fencing and the tasks' checks (exactly.once.source.support preparing or enabled)
+        self._fencing = None if self.exactly_once_support == DISABLED else ZombieFencing(
+            self.config_store, worker_config["group.id"], raw, submit=self._submit,
+            is_leader=lambda: self.is_leader and not self._stopping, is_source=self._is_source,
+            owns=lambda task_id: task_id in self._owned_tasks)
+        if self.exactly_once_support == ENABLED:
+            self.worker.exactly_once = self._exactly_once_settings
 
     @property
     def worker_id(self) -> str:
@@ -120,6 +134,8 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         """Where other workers reach this one (called once the REST server listens, before start)."""
         self.url = url
         self.worker.worker_id = worker_id
+        if self._fencing is not None:
+            self._fencing.worker_id = worker_id
 
     # -- lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
@@ -143,6 +159,8 @@ class DistributedHerder(AbstractHerder, MembershipListener):
             log.error("Stopping the work of worker %s failed: %r", self.worker_id, exc)
         await self.member.stop()
         await self.supervisor.close()
+        if self._fencing is not None:
+            await self._fencing.close()
         await self._background.close()
         await self._client.close()
         metrics.forget_worker(self.worker_id)
@@ -262,6 +280,9 @@ class DistributedHerder(AbstractHerder, MembershipListener):
             await self._write_managed_connectors()
         if self.is_leader:
             await self._ensure_session_key()
+            if self._fencing is not None:  # a new leader takes over rounds the previous one left undone
+                for name in self.config_store.connectors():
+                    self._fencing.maybe_fence(name)
 
     @property
     def is_leader(self) -> bool:
@@ -338,6 +359,8 @@ class DistributedHerder(AbstractHerder, MembershipListener):
 
     # -- reacting to the config topic ------------------------------------------------------
     def _on_config_change(self, kind: str, name: str) -> None:
+        if self._fencing is not None:
+            self._fencing.config_changed()  # tasks waiting for a task-count record look again
         if not self._stopping:
             self._submit(self._config_changed, kind, name)
 
@@ -356,6 +379,8 @@ class DistributedHerder(AbstractHerder, MembershipListener):
                 await self._start_connector_here(name)
         elif kind == "tasks":
             await self._task_configs_changed(name)
+            if self._fencing is not None:
+                self._fencing.maybe_fence(name)
         elif kind == "target_state" and exists:
             await self._apply_target_state(name)
 
@@ -378,11 +403,14 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         starts again, so old and new task configs never run side by side (they may overlap)."""
         configs = self.config_store.task_configs(name)
         removed, changed = [], []
+        # exactly-once: a new generation restarts every task of the connector (as Connect does), since the
+        # previous generation's producers are fenced before the new one starts
+        new_generation = self.worker.exactly_once is not None and self._is_source(name)
         for task_id in [t for t in sorted(self._owned_tasks) if t.connector == name]:
             running = self.worker.tasks.get(task_id)
             if task_id.task >= len(configs):
                 removed.append(task_id)
-            elif running is None or dict(running.config) != configs[task_id.task]:
+            elif running is None or new_generation or dict(running.config) != configs[task_id.task]:
                 log.info("Task %s: its config changed; restarting it", task_id)
                 changed.append(task_id)
         await self._stop_tasks_here(removed + changed)
@@ -491,6 +519,55 @@ class DistributedHerder(AbstractHerder, MembershipListener):
                 if name not in self.config_store.connectors():
                     await self.config_store.put_target_state(name, TargetState.STARTED)
                 await self.config_store.put_connector(name, config)
+
+    # -- exactly-once source support -------------------------------------------------------
+    def _is_source(self, name: str) -> bool:
+        config = self.config_store.connectors().get(name)
+        if config is None:
+            return False
+        try:
+            return getattr(self.plugins.connector_class(str(config.get("connector.class", ""))), "type", None) == "source"
+        except Exception:  # noqa: BLE001 - an unknown class runs no task to fence
+            return False
+
+    def _exactly_once_settings(self, task_id: ConnectorTaskId, connector: Config) -> ExactlyOnceSettings:
+        """How this worker runs a source task exactly-once: Connect's transactional id, the connector's
+        transaction boundary, and the fencing checks of the generation of task configs it starts with."""
+        fencing = self._fencing
+        assert fencing is not None
+        generation = self.config_store.task_generation(task_id.connector)
+        interval_ms = connector.get(TRANSACTION_BOUNDARY_INTERVAL_MS)
+        timeout = self.worker_config["start.timeout.ms"] / 1000
+        return ExactlyOnceSettings(
+            transactional_id=transactional_id(self.worker_config["group.id"], task_id.connector, task_id.task),
+            boundary=str(connector.get(TRANSACTION_BOUNDARY, POLL)).strip().lower(),
+            interval_s=(self.worker_config["offset.flush.interval.ms"] if interval_ms is None else interval_ms) / 1000,
+            offsets_topic=self.offset_store.topic,
+            preflight=lambda: fencing.preflight(task_id, generation, timeout),
+            verify=lambda: fencing.verify(task_id, generation), fencing_timeout_s=timeout + 5)
+
+    async def fence_zombies(self, name: str) -> None:
+        """``PUT /connectors/{name}/fence``: fence the previous generation of the connector's tasks if its
+        latest task configs wait for it, on the leader (others forward); returns once it is done."""
+        self._require(name)
+        if not self._is_source(name):
+            raise BadRequestError(f"Connector {name} is not a source connector")
+        leader = await self._leader_url()
+        if leader is not None:
+            await self._client.request("PUT", leader, connector_path(name, "fence"))
+            return
+        fencing = self._fencing or ZombieFencing(
+            self.config_store, self.worker_config["group.id"], self._fencing_props(), submit=self._submit,
+            is_leader=lambda: self.is_leader and not self._stopping, is_source=self._is_source,
+            owns=lambda task_id: task_id in self._owned_tasks, worker_id=self.worker_id)
+        try:
+            await fencing.fence_now(name)
+        finally:
+            if fencing is not self._fencing:
+                await fencing.close()
+
+    def _fencing_props(self) -> dict[str, str]:
+        return {k: str(v) for k, v in self.worker_config.originals.items()}
 
     # -- worker ---------------------------------------------------------------------------
     async def health(self) -> tuple[str, str]:
