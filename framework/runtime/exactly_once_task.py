@@ -54,7 +54,7 @@ from mirrorline.api.errors import ConnectError
 from mirrorline.api.records import RecordMetadata, SourceBatch, SourceRecord
 from mirrorline.clients.producer import RecordProducer
 from mirrorline.runtime import metrics
-from mirrorline.runtime.bounded import bounded
+from mirrorline.runtime.bounded import LifecycleTimeout, bounded
 from mirrorline.runtime.context import WorkerSourceTaskContext
 from mirrorline.runtime.source_config import CONNECTOR, INTERVAL, POLL
 from mirrorline.runtime.worker_task import RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S, WorkerSourceTask, is_retriable
@@ -221,6 +221,12 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
                 f"--operation Write --operation Describe --transactional-id {tid}, or a PREFIXED binding on the "
                 f"group id); or set exactly.once.source.support=disabled")
         name = type(exc).__name__
+        if isinstance(exc, LifecycleTimeout):
+            return ConnectError(
+                f"Task {self.id} {what}: the transaction coordinator of {tid!r} did not answer within "
+                f"{self._start_timeout_s:g}s (start.timeout.ms). Check that the target cluster's brokers can run "
+                f"transactions: __transaction_state needs transaction.state.log.replication.factor and "
+                f"transaction.state.log.min.isr brokers alive; or set exactly.once.source.support=disabled")
         if "ClusterAuthorization" in name:
             return ConnectError(f"Task {self.id} {what}: the cluster denied it ({name}); exactly-once source tasks "
                                 f"need IdempotentWrite on the cluster besides WRITE on TransactionalId {tid!r}")
@@ -256,8 +262,15 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
 
     async def _finish_transaction(self) -> None:
         """On stop: let a commit under way end, then commit what is open (or abort it, see the docstring)."""
-        if self._committing is not None and not self._committing.done():
-            await asyncio.wait({self._committing})
+        committing = self._committing
+        if committing is not None:
+            if not committing.done():
+                await asyncio.wait({committing})
+            if not committing.cancelled() and committing.exception() is not None:
+                # the poll loop was stopped while this commit ran, and it failed: abort what is left
+                log.info("Task %s: its last commit failed: %s", self.id, committing.exception())
+                await self._abort_quietly(5.0)
+                return
         if self.failed:
             await self._abort_quietly(5.0)
             return
@@ -273,6 +286,7 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
         producer = self._producer
         txn = getattr(producer, "_txn_manager", None)
         if producer is None or txn is None or not self._txn_open:
+            self._drop_transaction()
             return
         try:
             if txn.state in (TransactionState.IN_TRANSACTION, TransactionState.ABORTABLE_ERROR):
@@ -497,6 +511,13 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
 
     def _drop_transaction(self) -> None:
         """Forget an aborted transaction: its records were not written and their offsets are not committed."""
+        for _, future in self._txn_items:  # their errors are the abort's cause, reported already
+            if future is not None and future.done() and not future.cancelled():
+                future.exception()
+        txn = getattr(self._producer, "_txn_manager", None)
+        waiter = getattr(txn, "_transaction_waiter", None)
+        if waiter is not None and waiter.done() and not waiter.cancelled():
+            waiter.exception()  # aiokafka leaves a fencing error there when nobody commits or aborts again
         self._txn_open = False
         self._txn_items.clear()
         self._txn_offsets.clear()
