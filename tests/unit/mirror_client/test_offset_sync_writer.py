@@ -146,3 +146,19 @@ def test_record_batch_gives_exactly_the_syncs_of_recording_every_record(max_lag,
         if rng.random() < 0.2:
             asyncio.run(by_batch.promote_delayed())
             asyncio.run(by_record.promote_delayed())
+
+
+async def test_a_downstream_gap_syncs_the_records_on_both_sides_of_it():
+    """Beyond MM2: the commit marker of an exactly-once transaction leaves a downstream gap; the record
+    before it and the one after it are both synced, so exact-translation runs end and start there."""
+    producer = RecordingProducer()
+    writer = OffsetSyncWriter(producer, "mm2-offset-syncs.B.internal", max_lag=100)
+    for upstream in range(0, 5):  # transaction 1: downstream 0..4, then its commit marker at 5
+        writer.record("t", 0, upstream, upstream)
+    for upstream in range(5, 8):  # transaction 2 from downstream 6
+        writer.record("t", 0, upstream, upstream + 1)
+    await writer.fire_pending()
+    assert [(s.upstream_offset, s.downstream_offset) for s in producer.sent] == [(0, 0), (4, 4), (5, 6)]
+    writer.record_batch("t", 0, range(8, 12), 10)  # a batch after the next marker (at 9)
+    await writer.fire_pending()
+    assert [(s.upstream_offset, s.downstream_offset) for s in producer.sent][3:] == [(7, 8), (8, 10)]

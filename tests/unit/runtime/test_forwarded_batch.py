@@ -63,3 +63,16 @@ def test_without_idempotence_the_batch_carries_no_producer():
 def test_bytes_that_are_not_one_forwardable_batch_are_refused(data, count, message):
     with pytest.raises(InvalidBatchError, match=message):
         ForwardedBatch(data, count)
+
+
+@pytest.mark.parametrize("source_transactional", [False, True])
+def test_a_transactional_producer_forwards_with_its_own_transactional_bit(source_transactional):
+    """Under exactly-once the batch carries the mirror's transactional bit (the broker requires it in a
+    transactional produce request), whatever the source batch said, and the CRC covers it."""
+    batch = ForwardedBatch(encoded(transactional=source_transactional), 5, transactional=True)
+    batch._set_producer_state(12, 4, 7)
+    decoded = DefaultRecordBatch(bytes(batch._build()))
+    assert decoded.validate_crc()
+    assert decoded.is_transactional and not decoded.is_control_batch
+    assert (decoded.producer_id, decoded.producer_epoch, decoded.base_sequence) == (12, 4, 7)
+    assert [r[1:] for r in records(bytes(batch._build()))] == [r[1:] for r in records(encoded())]
