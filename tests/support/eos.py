@@ -106,6 +106,21 @@ def read_committed(bootstrap: str, topic: str, timeout: float = 60.0, **config: 
     """partition -> values a read_committed consumer is given, in offset order, up to each partition's end.
 
     ``config``: more librdkafka settings (``**{"sasl.username": ...}``)."""
+    return {p: [value for _, value in records]
+            for p, records in read_committed_records(bootstrap, topic, timeout, **config).items()}
+
+
+def read_committed_records(bootstrap: str, topic: str, timeout: float = 60.0,
+                           **config: str) -> dict[int, list[tuple[int, bytes]]]:
+    """As :func:`read_committed`, with each record's offset: partition -> ``[(offset, value)]``."""
+    return {p: [(offset, value) for offset, _, value in records]
+            for p, records in read_committed_messages(bootstrap, topic, timeout, **config).items()}
+
+
+def read_committed_messages(bootstrap: str, topic: str, timeout: float = 60.0,
+                            **config: str) -> dict[int, list[tuple[int, bytes | None, bytes | None]]]:
+    """As :func:`read_committed`, whole: partition -> ``[(offset, key, value)]`` (a topic written in
+    transactions ends with a commit marker, which readers that wait for the end offset never get)."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"eos-check-{uuid.uuid4().hex}",
@@ -116,7 +131,7 @@ def read_committed(bootstrap: str, topic: str, timeout: float = 60.0, **config: 
         if metadata is None or metadata.error is not None:
             return {}
         partitions = sorted(metadata.partitions)
-        out: dict[int, list[bytes]] = {p: [] for p in partitions}
+        out: dict[int, list[tuple[int, bytes | None, bytes | None]]] = {p: [] for p in partitions}
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
         open_partitions = set(partitions)
         deadline = time.monotonic() + timeout
@@ -130,7 +145,7 @@ def read_committed(bootstrap: str, topic: str, timeout: float = 60.0, **config: 
                 if message.error().code() == KafkaError._PARTITION_EOF:
                     open_partitions.discard(message.partition())
                 continue
-            out[message.partition()].append(message.value())
+            out[message.partition()].append((message.offset(), message.key(), message.value()))
         return out
     finally:
         consumer.close()
