@@ -98,6 +98,7 @@ class AbstractHerder(Herder):
         """Create the Worker and the Supervisor that restarts what fails on it."""
         self._active_topics = {}
         self._reconfiguring: set[str] = set()
+        self._warned_offsets_topic: set[str] = set()
         self.supervisor = Supervisor(self.worker_config, self._schedule_change, self._restart_failed_connector,
                                      self._restart_failed_task)
         self.worker = Worker(worker_id, self.worker_config, self.plugins, self.offset_store, self.status_store,
@@ -292,11 +293,21 @@ class AbstractHerder(Herder):
                 for i, c in enumerate(self.config_store.task_configs(name))]
 
     # -- offsets --------------------------------------------------------------------------
+    async def _offset_store_of(self, name: str) -> OffsetStore:
+        """Where a source connector's offsets are: the worker's store (a distributed herder also knows
+        a connector's own ``offsets.storage.topic``; a standalone worker ignores it, as Connect's)."""
+        config = self.config_store.connectors().get(name) or {}
+        if str(config.get("offsets.storage.topic") or "").strip() and name not in self._warned_offsets_topic:
+            self._warned_offsets_topic.add(name)
+            log.warning("Connector %s: offsets.storage.topic is only applicable in distributed mode; this standalone "
+                        "worker keeps its offsets in offset.storage.file.filename", name)
+        return self.offset_store
+
     async def connector_offsets(self, name: str) -> dict[str, Any]:
         config = self._require(name)
         if self._connector_type(config) == "sink":  # its consumer group's offsets, as Connect
             return {"offsets": await sink_offsets.read(self.worker_config, name, config)}
-        pairs = await self.offset_store.all(name)
+        pairs = await (await self._offset_store_of(name)).all(name)
         return {"offsets": [{"partition": p, "offset": o} for p, o in pairs]}
 
     def _require_stopped(self, name: str) -> dict[str, str]:
@@ -323,7 +334,7 @@ class AbstractHerder(Herder):
             connector_class = self.plugins.connector_class(config["connector.class"])
             if issubclass(connector_class, SourceConnector):
                 await connector_class().alter_offsets(config, pairs)
-            await self.offset_store.put(name, pairs)
+            await (await self._offset_store_of(name)).put(name, pairs)
             return "The offsets for this connector have been altered successfully"
 
     async def reset_connector_offsets(self, name: str) -> str:
@@ -332,9 +343,10 @@ class AbstractHerder(Herder):
             if self._connector_type(config) == "sink":
                 await sink_offsets.reset(self.worker_config, name, config)
                 return "The offsets for this connector have been reset successfully"
-            pairs = await self.offset_store.all(name)
+            store = await self._offset_store_of(name)
+            pairs = await store.all(name)
             if pairs:
-                await self.offset_store.put(name, [(p, None) for p, _ in pairs])
+                await store.put(name, [(p, None) for p, _ in pairs])
             return "The offsets for this connector have been reset successfully"
 
     @staticmethod

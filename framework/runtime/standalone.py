@@ -138,6 +138,7 @@ class StandaloneHerder(AbstractHerder):
             if exists:
                 await self._stop_all(name)
             await self.config_store.put_connector(name, config)
+            await self._offset_store_of(name)  # says once that offsets.storage.topic has no effect here
             if not exists:
                 await self.config_store.put_target_state(name, target)
             await self._start_connector_and_tasks(name)

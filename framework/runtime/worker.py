@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,7 +101,10 @@ class Worker:
         self._resolved: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
         #: Set by a distributed herder whose worker has exactly.once.source.support=enabled: gives the
         #: exactly-once settings of a source task (transactional id, boundary, fencing checks).
-        self.exactly_once: Callable[[ConnectorTaskId, Config], ExactlyOnceSettings] | None = None
+        self.exactly_once: Callable[[ConnectorTaskId, Config, OffsetStore], ExactlyOnceSettings] | None = None
+        #: Set by a distributed herder: the offset store of a source connector (its own
+        #: ``offsets.storage.topic`` when it has one, else the worker's).
+        self.offset_store_for: Callable[[str, Config], Awaitable[OffsetStore]] | None = None
         self.start_timeout_s = worker_config["start.timeout.ms"] / 1000
         self.stop_timeout_s = worker_config["task.shutdown.graceful.timeout.ms"] / 1000
         # A worker-level converter every task would fail with is bad input: refuse to start, naming it.
@@ -177,8 +180,10 @@ class Worker:
             self._secrets[name] = [*secret_values(raw, connector_class.config_def), *self._secrets[name]]
             connector = connector_class()
             self.warnings.pop(name, None)
+            store = self.offset_store if self.offset_store_for is None or is_sink(connector_class) else \
+                await self.offset_store_for(name, config)
             connector.initialize(WorkerConnectorContext(
-                name, StoreOffsetReader(self.offset_store, name), self._on_reconfigure, self._on_connector_error,
+                name, StoreOffsetReader(store, name), self._on_reconfigure, self._on_connector_error,
                 self._warn))
             await bounded(connector.start(config), self.start_timeout_s, f"Connector {name}: start()")
         except Exception as exc:
@@ -289,11 +294,20 @@ class Worker:
             log.info("Task %s: producer settings with no aiokafka equivalent are ignored: %s", task_id, ignored)
         runner: type[WorkerSourceTask] = WorkerSourceTask
         extra: dict[str, Any] = {}
-        if self.exactly_once is not None:  # records and offsets in one transaction (KIP-618)
-            runner, extra = ExactlyOnceWorkerSourceTask, {"exactly_once": self.exactly_once(task_id, connector_settings)}
+        try:
+            store = self.offset_store if self.offset_store_for is None else \
+                await self.offset_store_for(task_id.connector, connector_settings)
+            if self.exactly_once is not None:  # records and offsets in one transaction (KIP-618)
+                runner = ExactlyOnceWorkerSourceTask
+                extra = {"exactly_once": self.exactly_once(task_id, connector_settings, store)}
+        except Exception as exc:
+            if transforms is not None:
+                transforms.close()
+            await self._fail_task(task_id, exc)
+            return
         worker_task = runner(
-            task_id, task, task_config, producer_kwargs=kwargs, offset_store=self.offset_store,
-            offset_reader=StoreOffsetReader(self.offset_store, task_id.connector),
+            task_id, task, task_config, producer_kwargs=kwargs, offset_store=store,
+            offset_reader=StoreOffsetReader(store, task_id.connector),
             on_status=self._task_status, on_failure=self._fail_task,
             flush_interval_s=self.config["offset.flush.interval.ms"] / 1000,
             start_timeout_s=self.start_timeout_s, stall_timeout_s=self.config["task.stall.timeout.ms"] / 1000,

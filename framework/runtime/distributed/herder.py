@@ -48,7 +48,13 @@ from mirrorline.runtime.distributed.fencing import ZombieFencing
 from mirrorline.runtime.distributed.forwarding import WorkerClient, connector_path
 from mirrorline.runtime.exactly_once import DISABLED, ENABLED, transactional_id
 from mirrorline.runtime.exactly_once_task import ExactlyOnceSettings
-from mirrorline.runtime.source_config import POLL, TRANSACTION_BOUNDARY, TRANSACTION_BOUNDARY_INTERVAL_MS
+from mirrorline.runtime.source_config import (
+    OFFSETS_STORAGE_TOPIC,
+    POLL,
+    TRANSACTION_BOUNDARY,
+    TRANSACTION_BOUNDARY_INTERVAL_MS,
+)
+from mirrorline.storage.connector_offsets import ConnectorOffsetStore
 from mirrorline.runtime.worker_config import EXACTLY_ONCE_SOURCE_SUPPORT
 from mirrorline.runtime.distributed.membership import MembershipListener, WorkerGroupMember
 from mirrorline.runtime.herder import REQUEST_FORWARDED
@@ -124,6 +130,9 @@ class DistributedHerder(AbstractHerder, MembershipListener):
             owns=lambda task_id: task_id in self._owned_tasks)
         if self.exactly_once_support == ENABLED:
             self.worker.exactly_once = self._exactly_once_settings
+        #: offsets.storage.topic -> the store of the connectors that name it
+        self._connector_stores: dict[str, ConnectorOffsetStore] = {}
+        self.worker.offset_store_for = self._connector_offset_store
 
     @property
     def worker_id(self) -> str:
@@ -164,6 +173,8 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         await self._background.close()
         await self._client.close()
         metrics.forget_worker(self.worker_id)
+        for connector_store in self._connector_stores.values():
+            await connector_store.primary.stop()
         for store in (self.config_store, self.status_store, self.offset_store):
             await store.stop()
 
@@ -530,7 +541,8 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         except Exception:  # noqa: BLE001 - an unknown class runs no task to fence
             return False
 
-    def _exactly_once_settings(self, task_id: ConnectorTaskId, connector: Config) -> ExactlyOnceSettings:
+    def _exactly_once_settings(self, task_id: ConnectorTaskId, connector: Config,
+                               store: Any = None) -> ExactlyOnceSettings:
         """How this worker runs a source task exactly-once: Connect's transactional id, the connector's
         transaction boundary, and the fencing checks of the generation of task configs it starts with."""
         fencing = self._fencing
@@ -542,9 +554,33 @@ class DistributedHerder(AbstractHerder, MembershipListener):
             transactional_id=transactional_id(self.worker_config["group.id"], task_id.connector, task_id.task),
             boundary=str(connector.get(TRANSACTION_BOUNDARY, POLL)).strip().lower(),
             interval_s=(self.worker_config["offset.flush.interval.ms"] if interval_ms is None else interval_ms) / 1000,
-            offsets_topic=self.offset_store.topic,
+            offsets_topic=getattr(store, "topic", None) or self.offset_store.topic,
             preflight=lambda: fencing.preflight(task_id, generation, timeout),
             verify=lambda: fencing.verify(task_id, generation), fencing_timeout_s=timeout + 5)
+
+    async def _connector_offset_store(self, name: str, connector: Config | None = None) -> Any:
+        """The offset store of source connector ``name``: its own ``offsets.storage.topic`` (created if
+        missing, on the cluster its producer writes to), read before the worker's; else the worker's."""
+        raw = self.config_store.connectors().get(name) or {}
+        topic = str(raw.get(OFFSETS_STORAGE_TOPIC) or "").strip()
+        if not topic or topic == self.offset_store.topic or not self._is_source(name):
+            return self.offset_store
+        store = self._connector_stores.get(topic)
+        if store is None:
+            props = {k: str(v) for k, v in self.worker_config.originals.items()}
+            bootstrap = raw.get("producer.override.bootstrap.servers")
+            if bootstrap:
+                props["bootstrap.servers"] = str(bootstrap)
+            primary = KafkaOffsetStore(topic, props, partitions=self.worker_config["offset.storage.partitions"],
+                                       replication_factor=self.worker_config["offset.storage.replication.factor"],
+                                       read_committed=self.exactly_once_support != DISABLED)
+            await primary.start()
+            log.info("Connector %s keeps its source offsets in its own topic %s (offsets.storage.topic)", name, topic)
+            store = self._connector_stores[topic] = ConnectorOffsetStore(primary, self.offset_store)
+        return store
+
+    async def _offset_store_of(self, name: str) -> Any:
+        return await self._connector_offset_store(name)
 
     async def fence_zombies(self, name: str) -> None:
         """``PUT /connectors/{name}/fence``: fence the previous generation of the connector's tasks if its

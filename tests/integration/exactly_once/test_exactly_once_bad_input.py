@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import pytest
@@ -24,7 +25,7 @@ from mirrorline.localkafka.manager import LocalKafka
 from mirrorline.testing.fixtures import _free_base_port
 from support.acls import Acl, grant
 from support.distributed import WorkerCluster, wait_for_status
-from support.eos import read_committed
+from support.eos import read_committed, read_committed_messages
 from support.kafka import create_topic, produce
 from support.worker import Rest, all_running, running_standalone
 
@@ -73,18 +74,28 @@ async def test_rest_refuses_exactly_once_settings_that_cannot_hold(eos_worker, f
         assert status == 400
         assert "does not support connector-defined transaction boundaries" in body["message"]
 
-        # what can hold is accepted, and the internal fencing endpoint answers
-        topic = unique_name("t")
+        # what can hold is accepted (with a topic of its own for its offsets), and the fencing endpoint answers
+        topic, own_offsets = unique_name("t"), f"{name}-offsets"
         await create_topic(cluster_a.bootstrap_servers, topic, 1)
+        await produce(cluster_a.bootstrap_servers, topic, [(0, None, f"v{i}".encode(), [], None) for i in range(30)])
         status, body = await rest.call("PUT", f"/connectors/{name}/config",
                                        flow_config(topics=topic, tasks_max=1, exactly_once_support="REQUIRED",
                                                    transaction_boundary="Interval",
-                                                   transaction_boundary_interval_ms=500))
+                                                   transaction_boundary_interval_ms=500,
+                                                   offsets_storage_topic=own_offsets))
         assert status == 201, body
         await wait_for_status(rest, name, all_running(1), timeout=90)
         assert (await rest.call("PUT", f"/connectors/{name}/fence"))[0] == 204
         status, body = await rest.call("PUT", "/connectors/no-such-connector/fence")
         assert status == 404, body
+        expected = {"partition": {"cluster": "A", "partition": 0, "topic": topic}, "offset": {"offset": 29}}
+        await rest.wait_for(f"/connectors/{name}/offsets", lambda b: b["offsets"] == [expected], timeout=60)
+    # the offsets went to the connector's own topic (in its transactions), not to the worker's
+    own = await asyncio.to_thread(read_committed_messages, eos_worker.bootstrap, own_offsets)
+    keys = [json.loads(key) for records in own.values() for _, key, _ in records]
+    assert [name, expected["partition"]] in keys
+    worker_offsets = await asyncio.to_thread(read_committed_messages, eos_worker.bootstrap, f"{eos_worker.name}-offsets")
+    assert not [k for records in worker_offsets.values() for _, k, _ in records if json.loads(k)[0] == name]
 
 
 async def test_standalone_worker_refuses_required(cluster_b, flow_config, tmp_path):
