@@ -11,10 +11,13 @@ consumer, never through the aiokafka code under test.
   partition in order (the source's committed records are the truth a mirror is checked against).
 - :func:`java_committed_counts`: records per partition according to Kafka's ConsoleConsumer with
   ``--isolation-level read_committed``.
+- :func:`eos_properties` / :func:`wait_for_committed`: an mm2.properties with exactly-once, and
+  waiting until B holds a number of committed records.
 """
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import threading
 import time
@@ -22,6 +25,8 @@ import uuid
 from collections import Counter
 
 from mirrorline.localkafka.artifacts import java_executable, resolve_kafka_classpath
+from mirrorline.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
+from support.mm2 import isolated_state
 
 BLOCK = 20  # records per plain block and per transaction
 
@@ -163,3 +168,33 @@ def java_committed_counts(bootstrap: str, topic: str, timeout_ms: int = 8000) ->
         if line.startswith("Partition:"):
             counts[int(line.split(":", 1)[1].split()[0])] += 1
     return dict(counts)
+
+
+def eos_properties(cluster_a, cluster_b, topic: str, state: str, extra: str = "") -> str:
+    """An mm2.properties for A->B with exactly-once, as a Java MM2 user writes it."""
+    return f"""# MirrorMaker 2 with exactly-once (KIP-618)
+clusters = A, B
+A.bootstrap.servers = {cluster_a.bootstrap_servers}
+B.bootstrap.servers = {cluster_b.bootstrap_servers}
+A->B.enabled = true
+A->B.topics = {topic}
+A->B.tasks.max = 2
+emit.heartbeats.enabled = false
+B.exactly.once.source.support = enabled
+dedicated.mode.enable.internal.rest = true
+{SINGLE_BROKER_MM2_PROPERTIES}offset.storage.partitions = 5
+{extra}{isolated_state(state)}"""
+
+
+async def wait_for_committed(cluster_b, remote: str, at_least: int, proc, log_path, timeout: float = 60) -> int:
+    """Wait until B holds ``at_least`` committed records of ``remote``; returns how many it holds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        held = sum(len(v) for v in (await asyncio.to_thread(read_committed, cluster_b.bootstrap_servers,
+                                                            remote)).values())
+        if held >= at_least:
+            return held
+        assert proc.poll() is None, f"mirrorline mm2 exited:\n{log_path.read_text()[-4000:]}"
+        assert time.monotonic() < deadline, \
+            f"B holds {held} committed records of {remote}, expected {at_least}:\n{log_path.read_text()[-4000:]}"
+        await asyncio.sleep(1)

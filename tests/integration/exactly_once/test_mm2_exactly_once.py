@@ -13,50 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import time
 
 import pytest
 
-from mirrorline.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
-from support.eos import MixedLoad, java_committed_counts, read_committed
+from support.eos import MixedLoad, eos_properties, java_committed_counts, read_committed, wait_for_committed
 from support.faults import tally
 from support.kafka import create_topic
-from support.mm2 import isolated_state, start_mm2, stop_mm2
+from support.mm2 import start_mm2, stop_mm2
 
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 4
 RATE = 800
-
-
-def eos_properties(cluster_a, cluster_b, topic: str, state: str, extra: str = "") -> str:
-    """An mm2.properties for A->B with exactly-once, as a Java MM2 user writes it."""
-    return f"""# MirrorMaker 2 with exactly-once (KIP-618)
-clusters = A, B
-A.bootstrap.servers = {cluster_a.bootstrap_servers}
-B.bootstrap.servers = {cluster_b.bootstrap_servers}
-A->B.enabled = true
-A->B.topics = {topic}
-A->B.tasks.max = 2
-emit.heartbeats.enabled = false
-B.exactly.once.source.support = enabled
-dedicated.mode.enable.internal.rest = true
-{SINGLE_BROKER_MM2_PROPERTIES}offset.storage.partitions = 5
-{extra}{isolated_state(state)}"""
-
-
-async def wait_for_committed(cluster_b, remote: str, at_least: int, proc, log_path, timeout: float = 60) -> int:
-    """Wait until B holds ``at_least`` committed records of ``remote``; returns how many it holds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        held = sum(len(v) for v in (await asyncio.to_thread(read_committed, cluster_b.bootstrap_servers,
-                                                            remote)).values())
-        if held >= at_least:
-            return held
-        assert proc.poll() is None, f"mirrorline mm2 exited:\n{log_path.read_text()[-4000:]}"
-        assert time.monotonic() < deadline, \
-            f"B holds {held} committed records of {remote}, expected {at_least}:\n{log_path.read_text()[-4000:]}"
-        await asyncio.sleep(1)
 
 
 @pytest.mark.parametrize("forwarding", ["true", "false"], ids=["batches", "records"])
