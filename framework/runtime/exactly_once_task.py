@@ -434,7 +434,9 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
         for partition, offset in offsets:
             key, value = offset_key(self.id.connector, partition), offset_value(offset)
             offset_futures.append(await self._retrying_offset_send(key, value))
-        await producer.flush()
+        # close the batches still lingering (linger.ms) and wait for every record and offset of the transaction
+        accumulator = getattr(producer, "_message_accumulator", None)
+        await (accumulator.flush_for_commit() if accumulator is not None else producer.flush())
         failure = self._first_failure([f for _, f in self._txn_items] + offset_futures)
         if failure is None:
             failure = self._fatal_error()

@@ -22,8 +22,9 @@ Engines, all on the *same* ``mm2.properties`` apart from the exactly-once lines:
    also count transaction markers. The table gives MB/s, CPU-s, peak RSS and the ratios
    exactly-once / at-least-once of the same engine and mirrorline-eos / mm2-eos.
 2. **Duplicates per SIGKILL** (``--kill-seconds``, default 40): a producer writes plain records
-   to a fresh 4-partition topic on A at a fixed rate; the engine is SIGKILLed and restarted at
-   a third and at two thirds of the time; once B has caught up, a read_committed consumer
+   to a fresh 4-partition topic on A at a fixed rate; the engine is SIGKILLed and restarted twice,
+   each time mid-copy (a quarter of the run after B grew by a second of records since the
+   engine's last start); once B has caught up, a read_committed consumer
    (librdkafka) counts on B what was duplicated, missing and out of order. At-least-once runs
    use ``B.offset.flush.interval.ms = 1000`` (MM2's default is 60 s: ``--flush-ms``).
 
@@ -55,7 +56,7 @@ for path in (REPO_ROOT / "tests", Path(__file__).resolve().parent):
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition  # noqa: E402
 
 from bench_mirror import Offsets, _base_port, log, wait_for_leaders  # noqa: E402
 from bench_vs_mm2 import PARTITIONS, Engine, Result, Runs, Workload, fill, ratio  # noqa: E402
@@ -63,6 +64,7 @@ from mirrorline.localkafka.artifacts import KAFKA_VERSION, resolve_kafka_classpa
 from mirrorline.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES  # noqa: E402
 from mirrorline.localkafka.manager import LocalKafka  # noqa: E402
 from support.distributed import free_port  # noqa: E402
+from support.eos import read_committed  # noqa: E402
 from support.kafka import create_topic  # noqa: E402
 
 ENGINES = ("mirrorline", "mirrorline-eos", "mm2", "mm2-eos")
@@ -94,19 +96,29 @@ def launch(engine: str, props: Path, log_path: Path) -> Engine:
 
 
 class CommittedOffsets:
-    """The source offsets an engine committed for one flow, read (read_committed) from its offsets topic on B."""
+    """The source offsets an engine committed for one flow, read (read_committed) from its offsets topic on B.
+
+    The partitions are assigned (no consumer group, so no join delay) as soon as the topic exists.
+    """
 
     def __init__(self, bootstrap: str, alias: str, topic: str):
         self.topic = topic
+        self.offsets_topic = f"mm2-offsets.{alias}.internal"
         self.latest: dict[int, int] = {}
+        self.assigned = False
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
                                   "enable.auto.commit": False, "isolation.level": "read_committed",
-                                  "auto.offset.reset": "earliest", "allow.auto.create.topics": False,
-                                  "topic.metadata.refresh.interval.ms": 1000})
-        self.consumer.subscribe([f"mm2-offsets.{alias}.internal"])
+                                  "auto.offset.reset": "earliest", "allow.auto.create.topics": False})
 
     def poll(self) -> dict[int, int]:
         """Read what arrived since the last call; ``{partition: next offset to copy}``."""
+        if not self.assigned:
+            metadata = self.consumer.list_topics(self.offsets_topic, timeout=5).topics.get(self.offsets_topic)
+            if metadata is None or metadata.error is not None or not metadata.partitions:
+                return self.latest
+            self.consumer.assign([TopicPartition(self.offsets_topic, p, OFFSET_BEGINNING)
+                                  for p in metadata.partitions])
+            self.assigned = True
         while True:
             message = self.consumer.poll(0.05)
             if message is None:
@@ -206,31 +218,6 @@ def produce_at_rate(bootstrap: str, topic: str, rate: float, seconds: float, sto
     return count
 
 
-def read_committed(bootstrap: str, topic: str) -> dict[int, list[bytes]]:
-    """Every record a read_committed consumer (librdkafka) finds in each partition, in order."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
-                         "enable.auto.commit": False, "isolation.level": "read_committed"})
-    out: dict[int, list[bytes]] = {}
-    try:
-        for p in range(KILL_PARTITIONS):
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            consumer.assign([TopicPartition(topic, p, low)])
-            values: list[bytes] = []
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                message = consumer.poll(0.5)
-                if message is None:
-                    if consumer.position([TopicPartition(topic, p)])[0].offset >= high:
-                        break
-                    continue
-                if not message.error():
-                    values.append(message.value())
-            out[p] = values
-    finally:
-        consumer.close()
-    return out
-
-
 def kills(engine: str, a: str, b: str, runs: Runs, tmp: Path, seconds: float, rate: float, tasks: int,
           flush_ms: int) -> KillResult:
     """Mirror a topic written at ``rate`` while the engine is SIGKILLed twice; count what B holds."""
@@ -244,12 +231,20 @@ def kills(engine: str, a: str, b: str, runs: Runs, tmp: Path, seconds: float, ra
     writer = threading.Thread(target=lambda: produced.append(produce_at_rate(a, topic, rate, seconds, stop)))
     running = launch(engine, props, tmp / f"{alias}-{engine}-0.log")
     writer.start()
+    remote = f"{alias}.{topic}"
+    ends = Offsets(b)
+    t0 = time.perf_counter()
     try:
         for kill in (1, 2):
-            time.sleep(seconds / 3)
+            # kill mid-copy, not during start-up: a quarter of the run after B started growing again
+            grown = sum(ends.ends(remote, KILL_PARTITIONS).values()) + rate
+            while sum(ends.ends(remote, KILL_PARTITIONS).values()) < grown and writer.is_alive():
+                running.check_alive()
+                time.sleep(POLL_INTERVAL)
+            time.sleep(seconds / 4)
             running.proc.send_signal(signal.SIGKILL)
             running.proc.wait()
-            log(f"  {engine}: SIGKILL {kill} at {kill * seconds / 3:.0f} s; restarting")
+            log(f"  {engine}: SIGKILL {kill} at {time.perf_counter() - t0:.0f} s; restarting")
             running = launch(engine, props, tmp / f"{alias}-{engine}-{kill}.log")
         writer.join()
         source_offsets = Offsets(a)
@@ -257,9 +252,8 @@ def kills(engine: str, a: str, b: str, runs: Runs, tmp: Path, seconds: float, ra
         source_offsets.close()
         expected = {p: [f"{p}:{i}".encode() for i in range(source[p])] for p in range(KILL_PARTITIONS)}
         deadline = time.monotonic() + 300
-        remote = f"{alias}.{topic}"
         while True:  # caught up: every expected record is on B (extra ones are what we count)
-            held = read_committed(b, remote)
+            held = read_committed(b, remote, timeout=120)  # {} while the remote topic does not exist
             if all(set(expected[p]) <= set(held.get(p, [])) for p in expected) or time.monotonic() > deadline:
                 break
             running.check_alive()
@@ -268,6 +262,7 @@ def kills(engine: str, a: str, b: str, runs: Runs, tmp: Path, seconds: float, ra
         stop.set()
         writer.join()
         running.stop()
+        ends.close()
     duplicates = missing = out_of_order = copied = 0
     for p, values in expected.items():
         got = held.get(p, [])
