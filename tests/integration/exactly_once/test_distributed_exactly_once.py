@@ -2,7 +2,7 @@
 
 Three workers with ``exactly.once.source.support=enabled`` keep their internal topics on B and
 run a MirrorSource connector A->B while a producer on A writes plain records and transactions it
-commits and aborts. One worker is SIGKILLed; in the other test one is frozen (SIGSTOP) until the
+commits and aborts. One worker is SIGKILLed; then one of the two left is frozen (SIGSTOP) until the
 group has moved its tasks and their new instances have committed, then woken (SIGCONT): the
 transactions it had open were aborted when its tasks' new instances initialised, and everything
 it tries to write after waking is refused. Either way a read_committed consumer on B (librdkafka)
@@ -91,50 +91,38 @@ async def finish(load: MixedLoad, cluster_a, cluster_b, topic: str) -> None:
     assert load.aborted and not load.aborted & {v for values in target.values() for v in values}
 
 
-async def test_one_of_three_workers_sigkilled(eos_workers, cluster_a, cluster_b, unique_name, flow_config):
+async def test_a_worker_sigkilled_then_another_frozen_and_woken(eos_workers, cluster_a, cluster_b, unique_name,
+                                                                 flow_config):
+    """One of three workers SIGKILLed; then one of the two left frozen (SIGSTOP) until the group moved
+    its tasks and their new instances committed, then woken (SIGCONT): not one extra record on B."""
     cluster = eos_workers(3)
     await cluster.wait_healthy()
     topic, name = unique_name("eos"), unique_name("mirror")
+    remote = f"A.{topic}"
     await create_topic(cluster_a.bootstrap_servers, topic, PARTITIONS)
     load = MixedLoad(cluster_a.bootstrap_servers, topic, PARTITIONS, RATE).start()
     try:
         async with Rest(cluster.workers[0].url) as rest:
             await start_mirror(rest, name, topic, flow_config)
             spread = await spread_over(rest, name, 3)
-            await wait_committed(cluster_b, f"A.{topic}", 2 * RATE)
+            await wait_committed(cluster_b, remote, 2 * RATE)
             victim = next(w for w in cluster.workers if w.worker_id in tasks_per_worker(spread)
                           and w.worker_id != spread["connector"]["worker_id"] and w is not cluster.workers[0])
             assert cluster.stop(victim, signal.SIGKILL) == -signal.SIGKILL
             moved = await spread_over(rest, name, 2, timeout=90)
             assert victim.worker_id not in tasks_per_worker(moved)
-            await asyncio.sleep(3)
-            await finish(load, cluster_a, cluster_b, topic)
-    finally:
-        load.stop()
+            before = await committed_count(cluster_b, remote)
+            await wait_committed(cluster_b, remote, before + RATE)
 
-
-async def test_frozen_worker_woken_after_takeover_writes_nothing(eos_workers, cluster_a, cluster_b, unique_name,
-                                                                flow_config):
-    cluster = eos_workers(3)
-    await cluster.wait_healthy()
-    topic, name = unique_name("eos"), unique_name("mirror")
-    await create_topic(cluster_a.bootstrap_servers, topic, PARTITIONS)
-    load = MixedLoad(cluster_a.bootstrap_servers, topic, PARTITIONS, RATE).start()
-    try:
-        async with Rest(cluster.workers[0].url) as rest:
-            await start_mirror(rest, name, topic, flow_config)
-            spread = await spread_over(rest, name, 3)
-            await wait_committed(cluster_b, f"A.{topic}", 2 * RATE)
-            zombie = next(w for w in cluster.workers if w.worker_id in tasks_per_worker(spread)
-                          and w.worker_id != spread["connector"]["worker_id"] and w is not cluster.workers[0])
+            zombie = next(w for w in cluster.workers if w is not victim and w is not cluster.workers[0])
+            assert zombie.worker_id in tasks_per_worker(moved)
             zombie.proc.send_signal(signal.SIGSTOP)
             try:
-                moved = await spread_over(rest, name, 2, timeout=90)  # the group gave its tasks to the others
-                assert zombie.worker_id not in tasks_per_worker(moved)
+                alone = await spread_over(rest, name, 1, timeout=90)  # the group gave its tasks to the last one
+                assert set(tasks_per_worker(alone)) == {cluster.workers[0].worker_id}
                 # their new instances committed after taking over: the zombie's producers are fenced by now
-                before = sum(len(v) for v in (await asyncio.to_thread(
-                    read_committed, cluster_b.bootstrap_servers, f"A.{topic}")).values())
-                await wait_committed(cluster_b, f"A.{topic}", before + RATE)
+                before = await committed_count(cluster_b, remote)
+                await wait_committed(cluster_b, remote, before + RATE)
             finally:
                 zombie.proc.send_signal(signal.SIGCONT)
             await asyncio.sleep(5)  # the zombie runs again: its tasks try to write what they had polled
@@ -145,3 +133,7 @@ async def test_frozen_worker_woken_after_takeover_writes_nothing(eos_workers, cl
     zombie_log = zombie.log.read_text(errors="replace")
     assert "ProducerFenced" in zombie_log or "was fenced" in zombie_log or "was dropped from group" in zombie_log, \
         zombie_log[-4000:]
+
+
+async def committed_count(cluster_b, remote: str) -> int:
+    return sum(len(v) for v in (await asyncio.to_thread(read_committed, cluster_b.bootstrap_servers, remote)).values())

@@ -41,7 +41,7 @@ async def test_mm2_sigkilled_twice_copies_every_committed_record_once(cluster_a,
     proc = start_mm2(props, log_path)
     try:
         for kill in range(2):
-            await wait_for_committed(cluster_b, remote, (kill + 1) * 2 * RATE, proc, log_path)
+            await wait_for_committed(cluster_b, remote, (kill + 1) * RATE, proc, log_path)
             assert stop_mm2(proc, signal.SIGKILL) == -signal.SIGKILL
             proc = start_mm2(props, log_path)
         await asyncio.sleep(2)
@@ -49,7 +49,7 @@ async def test_mm2_sigkilled_twice_copies_every_committed_record_once(cluster_a,
         assert not load.errors, load.errors[:5]
         source = await asyncio.to_thread(read_committed, cluster_a.bootstrap_servers, topic)
         total = sum(len(v) for v in source.values())
-        assert total > 4 * RATE and load.aborted
+        assert total > 2 * RATE and load.aborted
         await wait_for_committed(cluster_b, remote, total, proc, log_path, timeout=120)
         target = await asyncio.to_thread(read_committed, cluster_b.bootstrap_servers, remote)
     finally:
@@ -60,9 +60,9 @@ async def test_mm2_sigkilled_twice_copies_every_committed_record_once(cluster_a,
     assert (result.lost, result.duplicated, result.out_of_order, result.foreign) == (0, 0, 0, 0), result.summary()
     assert target == source, "B must hold exactly A's committed records, partition by partition, in order"
     assert not load.aborted & {v for values in target.values() for v in values}, "an aborted record was mirrored"
-    # Kafka's own tool agrees
-    java = await asyncio.to_thread(java_committed_counts, cluster_b.bootstrap_servers, remote)
-    assert java == {p: len(v) for p, v in source.items() if v}
+    if forwarding == "true":  # Kafka's own tool agrees (once is enough: it is the same topic format)
+        java = await asyncio.to_thread(java_committed_counts, cluster_b.bootstrap_servers, remote)
+        assert java == {p: len(v) for p, v in source.items() if v}
     log_text = log_path.read_text()
     assert "writes exactly-once: transactional id" in log_text
     assert ("forwarding record batches whole" in log_text) == (forwarding == "true")
