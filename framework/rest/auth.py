@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import contextvars
 import hashlib
 import hmac
 import ipaddress
@@ -47,8 +46,7 @@ from aiohttp import StreamReader, web
 
 from mirrorline.clients.configfile import parse_properties
 from mirrorline.api.errors import ConfigError
-from mirrorline.rest import common
-from mirrorline.rest.common import error_response
+from mirrorline.rest.common import error_response, read_body
 
 log = logging.getLogger(__name__)
 
@@ -64,11 +62,6 @@ TIMESTAMP_HEADER = "X-Mirrorline-Request-Timestamp"
 SIGNATURE_ALGORITHM = "HmacSHA256"
 #: How far a signed request's timestamp may be from the receiver's clock.
 MAX_SIGNATURE_AGE_S = 300.0
-
-#: The ``Authorization`` header of the REST request being handled, forwarded with it to the
-#: leader (Connect forwards it too). Set by the middleware; read by the forwarding client.
-REQUEST_AUTHORIZATION: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "rest_request_authorization", default=None)
 
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -304,8 +297,7 @@ async def _read_and_keep_body(request: web.Request) -> bytes:
     :func:`mirrorline.rest.common.read_body`), so the stream is replaced by one holding the
     same bytes.
     """
-    reader = getattr(common, "read_body", None)
-    body = await reader(request) if reader is not None else await request.read()
+    body = await read_body(request)
     stream = StreamReader(request.protocol, 2 ** 16, loop=asyncio.get_running_loop())
     if body:
         stream.feed_data(body)
@@ -366,7 +358,6 @@ class RestAuth:
 
         @web.middleware
         async def auth_middleware(request: web.Request, handler: _Handler) -> web.StreamResponse:
-            REQUEST_AUTHORIZATION.set(request.headers.get("Authorization"))
             if self.credentials is None or self._open(request):
                 return await handler(request)
             if SIGNATURE_HEADER in request.headers:

@@ -18,11 +18,17 @@ and is compacted. Records, string keys and schemaless JSON values, as Java Conne
   the key that signs REST requests forwarded between workers (KIP-507), written by the leader;
   the store keeps the latest and the one before it (requests signed during a rotation verify).
 
-Other record types (``restart-connector-*``, ``tasks-fencing-*``, ``logger-cluster-*``) are skipped. Records that cannot be parsed are logged and skipped.
+- ``restart-connector-<name>`` -> ``{"include-tasks": bool, "only-failed": bool}``: a restart of the
+  connector and (some of) its tasks, written by the leader; every worker restarts what it runs
+  of it. Only requests read after ``start()`` are acted on (as Connect: an old request left in
+  the compacted topic is not carried out again by a worker that starts later).
+
+Other record types (``tasks-fencing-*``, ``logger-cluster-*``) are skipped. Records that cannot be parsed are logged and skipped.
 
 ``put_*`` and ``remove_connector`` write, then read the topic to its end, so the change is
 visible on return. The ``listener`` is called with ``(kind, connector)`` - kind ``"connector"``
-(config written or deleted), ``"tasks"`` (task configs committed) or ``"target_state"`` -
+(config written or deleted), ``"tasks"`` (task configs committed), ``"target_state"`` or
+``"restart"`` (a restart request, read with :meth:`KafkaConfigStore.restart_request`) -
 for changes read after ``start()`` loaded the existing records, including this store's own
 writes; it runs on the event loop and must not block. ``offset`` is the config-topic offset
 read so far (the next offset to read; -1 before anything was read), what Connect workers
@@ -58,6 +64,7 @@ TASK_PREFIX = "task-"
 COMMIT_PREFIX = "commit-"
 TARGET_STATE_PREFIX = "target-state-"
 SESSION_KEY_KEY = "session-key"
+RESTART_PREFIX = "restart-connector-"
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,7 @@ class KafkaConfigStore(LogBackedStore, ConfigStore):
         self._deferred: dict[str, dict[int, dict[str, str]]] = {}
         self._inconsistent: set[str] = set()
         self._states: dict[str, TargetState] = {}
+        self._restart_requests: dict[str, tuple[bool, bool]] = {}
         self._session_key: SessionKey | None = None
         self._previous_session_key: SessionKey | None = None
         self._offset = -1
@@ -185,6 +193,14 @@ class KafkaConfigStore(LogBackedStore, ConfigStore):
     async def put_target_state(self, connector, state):
         await self._write([(TARGET_STATE_PREFIX + connector, target_state_value(state))])
 
+    async def put_restart_request(self, connector: str, *, include_tasks: bool, only_failed: bool) -> None:
+        """Write Connect's restart request for ``connector`` (the leader's job)."""
+        await self._write([(RESTART_PREFIX + connector, {"include-tasks": include_tasks, "only-failed": only_failed})])
+
+    def restart_request(self, connector: str) -> tuple[bool, bool]:
+        """``(include_tasks, only_failed)`` of the latest restart request read for ``connector``."""
+        return self._restart_requests.get(connector, (False, False))
+
     async def put_session_key(self, key: SessionKey) -> None:
         """Write a new session key (the leader's job); visible in :attr:`session_key` on return."""
         await self._write([(SESSION_KEY_KEY, key.record_value())])
@@ -217,6 +233,8 @@ class KafkaConfigStore(LogBackedStore, ConfigStore):
             self._on_commit(key[len(COMMIT_PREFIX):], value)
         elif key == SESSION_KEY_KEY:
             self._on_session_key(value)
+        elif key.startswith(RESTART_PREFIX):
+            self._on_restart_request(key[len(RESTART_PREFIX):], value)
         else:
             log.debug("config topic %s: skipping record %r", record.topic, key)
 
@@ -279,6 +297,17 @@ class KafkaConfigStore(LogBackedStore, ConfigStore):
                 log.error("config topic: skipping unknown target state %r of connector %r", name, connector)
                 return
         self._notify("target_state", connector)
+
+    def _on_restart_request(self, connector: str, value: dict | None) -> None:
+        if value is None:
+            return
+        include_tasks, only_failed = value.get("include-tasks", False), value.get("only-failed", False)
+        if not isinstance(include_tasks, bool) or not isinstance(only_failed, bool):
+            log.error("config topic: skipping restart request of connector %r with non-boolean flags: %r",
+                      connector, value)
+            return
+        self._restart_requests[connector] = (include_tasks, only_failed)
+        self._notify("restart", connector)
 
     def _on_session_key(self, value: dict | None) -> None:
         if value is None:
