@@ -19,7 +19,7 @@ covered before it makes a client.
 
 This relies on aiokafka's internal ``MetadataRequest(topics, allow_auto_topic_creation=None)``
 signature, which is why aiokafka is pinned ``<0.15`` in pyproject.toml; :func:`install` refuses
-loudly, at import, if that signature is gone rather than silently letting topics be created.
+loudly if that signature is gone rather than silently letting topics be created.
 """
 
 from __future__ import annotations
@@ -52,6 +52,3 @@ def install() -> None:
 def is_installed() -> bool:
     """Whether :func:`install` has run in this process."""
     return getattr(MetadataRequest.__init__, _MARKER, False)
-
-
-install()
