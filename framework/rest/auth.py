@@ -24,7 +24,6 @@ verify is refused whatever else it carries.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import hashlib
@@ -42,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aiohttp import StreamReader, web
+from aiohttp import web
 
 from mirrorline.clients.configfile import parse_properties
 from mirrorline.api.errors import ConfigError
@@ -290,26 +289,6 @@ def verify_signature(keys: Iterable[bytes], method: str, target: str, body: byte
 
 # -- the middleware --------------------------------------------------------------------------
 
-async def _read_and_keep_body(request: web.Request) -> bytes:
-    """The body of a signed request, read before its handler runs and put back for the handler.
-
-    Handlers read the body from ``request.content`` (with the size limit of
-    :func:`mirrorline.rest.common.read_body`), so the stream is replaced by one holding the
-    same bytes.
-    """
-    body = await read_body(request)
-    stream = StreamReader(request.protocol, 2 ** 16, loop=asyncio.get_running_loop())
-    if body:
-        stream.feed_data(body)
-    stream.feed_eof()
-    # aiohttp has no public way to hand a read body back: replace the payload and the cached
-    # ``content`` (a reify) both
-    request._payload = stream
-    request._cache["content"] = stream
-    request._read_bytes = body
-    return body
-
-
 def basic_credentials(header: str | None) -> tuple[str, str] | None:
     """``(user, password)`` from an ``Authorization: Basic ...`` header; None if absent or malformed."""
     if not header:
@@ -362,7 +341,7 @@ class RestAuth:
                 return await handler(request)
             if SIGNATURE_HEADER in request.headers:
                 problem = verify_signature(self.session_keys(), request.method, request.raw_path,
-                                           await _read_and_keep_body(request), request.headers)
+                                           await read_body(request), request.headers)
                 if problem is None:
                     return await handler(request)
                 log.warning("Refused a signed %s %s from %s: %s", request.method, request.path, request.remote, problem)
