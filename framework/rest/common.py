@@ -71,7 +71,7 @@ def _too_large(limit: int, size: int | None) -> web.HTTPRequestEntityTooLarge:
 
 #: Where :func:`read_body` keeps the body it read, so that authentication, the handler and
 #: forwarding all see the same bytes (the stream can be read once).
-_BODY = "mirrorline.request_body"
+_BODY: web.RequestKey[bytes] = web.RequestKey("mirrorline.request_body", bytes)
 
 
 async def read_body(request: web.Request) -> bytes:
