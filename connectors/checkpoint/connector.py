@@ -57,6 +57,7 @@ class MirrorCheckpointConnector(SourceConnector):
 
     config_def = CHECKPOINT_CONFIG_DEF
     aliases = ("org.apache.kafka.connect.mirror.MirrorCheckpointConnector",)
+    creates_own_topics = True  # the checkpoints topic is created compacted, with one partition
 
     def version(self) -> str:
         return "0.1.0"

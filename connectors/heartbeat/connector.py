@@ -57,6 +57,7 @@ class MirrorHeartbeatConnector(SourceConnector):
 
     config_def = HEARTBEAT_CONFIG_DEF
     aliases = ("org.apache.kafka.connect.mirror.MirrorHeartbeatConnector",)
+    creates_own_topics = True  # the heartbeats topic is created compacted, with one partition
 
     def version(self) -> str:
         return VERSION

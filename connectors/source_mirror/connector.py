@@ -65,6 +65,8 @@ class MirrorSourceConnector(SourceConnector):
 
     config_def = SOURCE_CONFIG_DEF
     aliases = ("org.apache.kafka.connect.mirror.MirrorSourceConnector",)
+    # remote topics get their source's partition count, the offset-syncs topic its own settings: never a broker's
+    creates_own_topics = True
 
     def version(self) -> str:
         return VERSION

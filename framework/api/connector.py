@@ -86,6 +86,13 @@ class SourceConnector(Connector):
     """A connector whose tasks read from an external system and write records to Kafka."""
 
     type: ClassVar[str] = "source"
+    #: True when the connector itself creates every topic its tasks write to, before they write (as
+    #: MirrorSource creates remote topics with their source's partition count). The task's producer
+    #: then never lets a broker auto-create a topic: a record for a topic that is not there yet waits
+    #: for it. False (the default): unless the connector has Kafka Connect's ``topic.creation.*``
+    #: settings (the worker then creates missing topics with them), the producer lets the broker's
+    #: ``auto.create.topics.enable`` decide, as Kafka Connect's producer does.
+    creates_own_topics: ClassVar[bool] = False
 
     async def alter_offsets(self, config: Mapping[str, Any],
                             offsets: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> None:

@@ -129,7 +129,7 @@ class ProcessLauncher(WorkerLauncher):
         spec = dataclasses.replace(spec, worker_config=await self._resolved_settings(spec))
         config = DISTRIBUTED_CONFIG_DEF.parse(spec.worker_config)
         for connector in spec.connector_configs:  # a bad config is a one-line error now, not a FAILED status later
-            validate_or_raise(self.plugins, connector)  # before any client is opened
+            validate_or_raise(self.plugins, connector, config["topic.creation.enable"])  # before any client is opened
         cluster_id = await kafka_cluster_id(config)
         herder = DistributedHerder(spec.worker_config, config, self.plugins, kafka_cluster_id=cluster_id,
                                    managed_connectors=spec.connector_configs)

@@ -34,6 +34,7 @@ from mirrorline.runtime.herder import Herder
 from mirrorline.runtime.converters import validate_converters
 from mirrorline.runtime.sink_config import add_topic_errors, connector_config_def
 from mirrorline.runtime.supervisor import Supervisor
+from mirrorline.runtime import topic_creation
 from mirrorline.runtime.transform_config import alias_configs, iter_values, transform_config_def
 from mirrorline.runtime.worker import Worker
 from mirrorline.storage.configs import ConfigStore, TargetState
@@ -399,22 +400,26 @@ class AbstractHerder(Herder):
         if named is not None and not self.plugins.matches(cls, str(named)):
             raise BadRequestError(f"Included connector type {named} does not match request type {plugin}")
         config = {**config, "connector.class": str(named or full_name(cls))}
-        return _config_infos(full_name(cls), cls, config, self.plugins)
+        return _config_infos(full_name(cls), cls, config, self.plugins,
+                             self.worker_config["topic.creation.enable"])
 
     def validate_or_raise(self, config: dict[str, Any]) -> None:
         """BadRequestError listing every problem of a connector config (class unknown, values invalid)."""
-        validate_or_raise(self.plugins, config)
+        validate_or_raise(self.plugins, config, self.worker_config["topic.creation.enable"])
 
 
-def validate_or_raise(plugins: PluginRegistry, config: dict[str, Any]) -> None:
-    """BadRequestError listing every problem of a connector config (class unknown, values invalid)."""
+def validate_or_raise(plugins: PluginRegistry, config: dict[str, Any], topic_creation_enabled: bool = True) -> None:
+    """BadRequestError listing every problem of a connector config (class unknown, values invalid).
+
+    ``topic_creation_enabled``: the worker's ``topic.creation.enable``; when true, a source
+    connector's ``topic.creation.*`` settings are checked too (KIP-158)."""
     try:
         cls = plugins.connector_class(str(config.get("connector.class", "")))
     except NotFoundError as exc:
         if not config.get("connector.class"):
             raise BadRequestError("Connector config is missing required configuration \"connector.class\"") from None
         raise BadRequestError(str(exc)) from None
-    infos = _config_infos(full_name(cls), cls, config, plugins)
+    infos = _config_infos(full_name(cls), cls, config, plugins, topic_creation_enabled)
     errors = [f"{c['value']['name']}: {e}" for c in infos["configs"] for e in c["value"]["errors"]]
     if errors:
         raise BadRequestError(
@@ -461,12 +466,19 @@ def _version_info(cls: type) -> dict[str, str]:
 
 
 def _config_infos(name: str, cls: type[Connector], config: dict[str, Any],
-                  plugins: PluginRegistry | None = None) -> dict[str, Any]:
+                  plugins: PluginRegistry | None = None, topic_creation_enabled: bool = True) -> dict[str, Any]:
     """Connect's ConfigInfos for ``config``: common settings, the connector's own, then each
-    transform's and predicate's (``transforms.<alias>.*``, ``predicates.<alias>.*``)."""
-    common_def = connector_config_def(cls)  # with topics / topics.regex for a sink
+    transform's and predicate's (``transforms.<alias>.*``, ``predicates.<alias>.*``).
+
+    A source connector's ``topic.creation.<group>.*`` settings follow the common ones when topic
+    creation is in effect (``topic_creation_enabled`` and any ``topic.creation.*`` setting given)."""
+    common_def = connector_config_def(cls)  # with topics / topics.regex for a sink, topic.creation.groups for a source
     values: list[tuple[Any, ConfigValue]] = [(common_def.keys[v.name], v) for v in common_def.validate(config)]
     add_topic_errors(cls, config, (v for _, v in values))
+    creation: list[tuple[Any, ConfigValue]] = []
+    if cls.type == "source" and topic_creation_enabled and topic_creation.uses_topic_creation(config):
+        creation = topic_creation.validate(config)
+        values += creation
     if plugins is not None:  # an unknown converter class or bad converter setting, on its field
         converter_errors = {v.name: v.errors for v in validate_converters(config, plugins)}
         for _, value in values:
@@ -481,6 +493,7 @@ def _config_infos(name: str, cls: type[Connector], config: dict[str, Any],
     alias_entries = alias_configs(config, plugins) if plugins is not None else []
     values += list(iter_values(alias_entries))
     config_def = common_def.merged(cls.config_def).merged(ConfigDef(k for e in alias_entries for k in e.keys))
+    config_def = config_def.merged(ConfigDef(k for k, _ in creation))
     secrets = secret_values(config, config_def)
     configs = []
     for key, value in values:
@@ -490,7 +503,8 @@ def _config_infos(name: str, cls: type[Connector], config: dict[str, Any],
             shown["value"] = HIDDEN
         shown["errors"] = [scrub(e, secrets) for e in shown["errors"]]
         configs.append({"definition": definition, "value": shown})
-    groups = [*common_def.groups(), *[g for g in cls.config_def.groups() if g not in common_def.groups()]]
+    groups = [*common_def.groups(), *dict.fromkeys(k.group for k, _ in creation)]
+    groups += [g for g in cls.config_def.groups() if g not in groups]
     groups += [e.group for e in alias_entries]
     return {"name": name, "error_count": sum(len(v.errors) for _, v in values), "groups": groups,
             "configs": configs}

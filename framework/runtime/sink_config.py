@@ -60,8 +60,16 @@ def is_sink(connector_class: type[Connector]) -> bool:
 
 
 def connector_config_def(connector_class: type[Connector]) -> ConfigDef:
-    """The framework's settings of a connector of this class: the common ones, plus ``topics`` for a sink."""
-    return CONNECTOR_CONFIG_DEF.merged(SINK_CONFIG_DEF) if is_sink(connector_class) else CONNECTOR_CONFIG_DEF
+    """The framework's settings of a connector of this class: the common ones, plus ``topics`` for a sink
+    or ``topic.creation.groups`` for a source (its per-group settings depend on the config:
+    :func:`mirrorline.runtime.topic_creation.validate`)."""
+    if is_sink(connector_class):
+        return CONNECTOR_CONFIG_DEF.merged(SINK_CONFIG_DEF)
+    if getattr(connector_class, "type", None) == "source":
+        from mirrorline.runtime.topic_creation import SOURCE_CONFIG_DEF
+
+        return CONNECTOR_CONFIG_DEF.merged(SOURCE_CONFIG_DEF)
+    return CONNECTOR_CONFIG_DEF
 
 
 def topic_errors(config: Mapping[str, Any]) -> dict[str, list[str]]:
