@@ -40,7 +40,8 @@ from typing import Any
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import for_code
 
-from mirrorline.api.config import ConfigDef, ConfigKey, ConfigValue, Importance, Type, Validator, split_list
+from mirrorline.api.config import (NO_DEFAULT, ConfigDef, ConfigKey, ConfigValue, Importance, Type, Validator,
+                                   split_list)
 from mirrorline.api.errors import ConfigError, ConnectError
 from mirrorline.api.records import ConnectorTaskId
 from mirrorline.runtime.connector_config import UniqueAliases
@@ -154,7 +155,9 @@ def listed_groups(config: Mapping[str, Any]) -> list[str]:
     return [g for g in dict.fromkeys(str(a) for a in listed if str(a)) if g != DEFAULT_GROUP]
 
 
-def _keys(alias: str, replication_default: Any, partitions_default: Any, patterns: Validator | None) -> list[ConfigKey]:
+def group_keys(alias: str, replication_default: Any = None, partitions_default: Any = None,
+               patterns: Validator | None = TopicPatterns()) -> list[ConfigKey]:
+    """The four ``topic.creation.<alias>.*`` keys, with these defaults for replication factor and partitions."""
     prefix = f"{PREFIX}{alias}."
     group = f"{GROUP_NAME}: {alias}"
     return [
@@ -175,9 +178,7 @@ def _keys(alias: str, replication_default: Any, partitions_default: Any, pattern
 def default_group_keys() -> ConfigDef:
     """The ``topic.creation.default.*`` keys: replication factor and partitions required; include and
     exclude are declared (as in Connect) but never used."""
-    from mirrorline.api.config import NO_DEFAULT
-
-    return ConfigDef(_keys(DEFAULT_GROUP, NO_DEFAULT, NO_DEFAULT, None))
+    return ConfigDef(group_keys(DEFAULT_GROUP, NO_DEFAULT, NO_DEFAULT, None))
 
 
 def validate(config: Mapping[str, Any]) -> list[tuple[ConfigKey, ConfigValue]]:
@@ -191,7 +192,7 @@ def validate(config: Mapping[str, Any]) -> list[tuple[ConfigKey, ConfigValue]]:
     partitions = parsed.get(f"{PREFIX}{DEFAULT_GROUP}.{PARTITIONS}")
     for alias in listed_groups(config):
         # when default's own values are bad they are reported there; the group then just has none
-        keys = ConfigDef(_keys(alias, replication, partitions, TopicPatterns()))
+        keys = ConfigDef(group_keys(alias, replication, partitions))
         out += [(keys.keys[v.name], v) for v in keys.validate(config)]
     return out
 

@@ -399,8 +399,9 @@ class WorkerSourceTask(TaskRunner):
 
     async def _retrying(self, item: SourceRecord | SourceBatch, call, what: str, wrap: bool = True) -> Any:
         """``await call()``, retrying retriable errors with back-off for at most ``delivery.timeout.ms`` from
-        the first one; then, or on any other error, fail: a :class:`RecordWriteError` naming ``item``
-        (``wrap``), or the error itself."""
+        the first one, then raising a :class:`RecordWriteError` naming ``item``. Any other error is
+        raised at once: wrapped in one naming ``item`` when ``wrap``, else as it is (its own message
+        says what failed, as a topic creation's does)."""
         backoff = RETRY_BACKOFF_S
         first_failure: float | None = None
         while True:
@@ -412,14 +413,16 @@ class WorkerSourceTask(TaskRunner):
                 now = time.monotonic()
                 first_failure = now if first_failure is None else first_failure
                 waited = now - first_failure
-                if not is_retriable(exc) or waited >= self._delivery_timeout_s:
-                    if is_retriable(exc):
-                        exc = RecordWriteError(
-                            f"{what} kept failing with retriable errors for {waited:.0f}s, longer than "
-                            f"delivery.timeout.ms={self._delivery_timeout_s * 1000:.0f}; the last one: {exc!r}")
-                    if wrap or isinstance(exc, RecordWriteError):
+                if not is_retriable(exc):
+                    if wrap:
                         raise self._write_error(item, exc) from exc
                     raise
+                if waited >= self._delivery_timeout_s:
+                    gave_up = RecordWriteError(
+                        f"{what} kept failing with retriable errors for {waited:.0f}s, longer than "
+                        f"delivery.timeout.ms={self._delivery_timeout_s * 1000:.0f}; the last one: {exc!r}")
+                    gave_up.__cause__ = exc
+                    raise self._write_error(item, gave_up) from gave_up
                 log.warning("Task %s: %s (partition %s) is retried in %.0fs: %r", self.id, what, item.partition,
                             backoff, exc)
                 self._set_retrying(f"{what} is retrying ({waited:.0f}s so far; the task fails after "
@@ -438,10 +441,10 @@ class WorkerSourceTask(TaskRunner):
 
     def _on_ack(self, future: asyncio.Future, record: SourceRecord | SourceBatch, pending,
                 source: SourceRecord | SourceBatch) -> None:
+        self._in_flight -= 1
         if future.cancelled():
             return
         error = future.exception()  # retrieved even when failed already, so asyncio does not complain
-        self._in_flight -= 1
         if self.failed:
             return
         if error is not None:
