@@ -237,3 +237,15 @@ async def test_a_bad_delivery_timeout_fails_the_task_naming_the_setting(monkeypa
         assert status.state == State.FAILED and "producer.override.delivery.timeout.ms" in status.trace
     finally:
         await rig.stop()
+
+
+def test_the_mirrormaker_connectors_create_their_own_topics():
+    """So their tasks' producers never let a broker auto-create a remote topic with its default partition count."""
+    from mirrorline.connectors.checkpoint.connector import MirrorCheckpointConnector
+    from mirrorline.connectors.file.source import FileStreamSourceConnector
+    from mirrorline.connectors.heartbeat.connector import MirrorHeartbeatConnector
+    from mirrorline.connectors.source_mirror.connector import MirrorSourceConnector
+
+    assert MirrorSourceConnector.creates_own_topics and MirrorHeartbeatConnector.creates_own_topics
+    assert MirrorCheckpointConnector.creates_own_topics
+    assert not FileStreamSourceConnector.creates_own_topics  # as in Connect: topic creation or the broker's
