@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mirrorline.scaffold import ScaffoldError, new_plugin
+from mirrorline.scaffold import new_plugin
 
 _NEXT_STEPS = """
 Next:
@@ -34,12 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _new(args: argparse.Namespace) -> int:
-    from mirrorline.cli.main import UserError
-
-    try:
-        written = new_plugin(args.name, args.kind, args.directory)
-    except ScaffoldError as exc:
-        raise UserError(str(exc)) from None
+    written = new_plugin(args.name, args.kind, args.directory)  # a ScaffoldError is the CLI's one error line
     directory = args.directory if args.directory is not None else Path(args.name)
     print(f"Created the {args.kind} plugin {args.name} in {directory}:")
     for path in written:

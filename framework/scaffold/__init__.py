@@ -22,6 +22,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from mirrorline.api.errors import ConnectError
+
 KINDS = ("source", "sink", "transform")
 TEMPLATES = Path(__file__).with_name("templates")
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
@@ -31,8 +33,9 @@ _DESCRIPTIONS = {"source": "A mirrorline source connector plugin", "sink": "A mi
                  "transform": "A mirrorline single message transform plugin"}
 
 
-class ScaffoldError(ValueError):
-    """The project cannot be written as asked (a bad name, a directory in the way); the message says why."""
+class ScaffoldError(ConnectError):
+    """The project cannot be written as asked (a bad name, a directory in the way); the message says why
+    (the CLI prints it as its one error line)."""
 
 
 @dataclass(frozen=True)

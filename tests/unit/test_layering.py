@@ -20,6 +20,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "mirrorline": set(),  # the package's own __init__: a version and a docstring
     "mirrorline.api": set(),
     "mirrorline.maven": set(),
+    "mirrorline.scaffold": {"mirrorline.api"},  # plugin project templates (mirrorline plugin new)
     "mirrorline.clients": {"mirrorline.api"},
     "mirrorline.storage": {"mirrorline.api", "mirrorline.clients"},
     "mirrorline.plugins": {"mirrorline.api"},
@@ -37,7 +38,7 @@ MAY_IMPORT: dict[str, set[str]] = {
                         "mirrorline.runtime", "mirrorline.runtime.distributed", "mirrorline.spark",
                         "mirrorline.rest"},
     "mirrorline.cli": {"mirrorline.api", "mirrorline.clients", "mirrorline.plugins", "mirrorline.localkafka",
-                       "mirrorline.runtime", "mirrorline.boot"},
+                       "mirrorline.runtime", "mirrorline.boot", "mirrorline.scaffold"},
     "mirrorline.testing": {"mirrorline.api", "mirrorline.clients", "mirrorline.plugins", "mirrorline.localkafka",
                            "mirrorline.runtime"},
     # connectors: the API and the mirror client only, like a third party's plugin; mm2 (dedicated
