@@ -1,9 +1,10 @@
 """mirrorline's framework: a Kafka Connect-style runtime that knows nothing about mirroring.
 
-``mirrorline.api`` is the contract with plugin authors; everything else is the runtime.
+``mirrorline.api`` is the contract with plugin authors, ``mirrorline.testing`` their test kit;
+``mirrorline.connectors`` holds the built-in connectors, registered as any plugin is. Importing
+mirrorline changes nothing in other libraries: the one patch of aiokafka
+(:mod:`mirrorline.clients.no_auto_create`) is installed by the command line at start and by
+:func:`mirrorline.clients.kafka_clients.client_kwargs` before any client is configured.
 """
 
 __version__ = "0.1.0"
-
-# Before any Kafka client exists: our metadata requests never make a broker auto-create a topic.
-import mirrorline.clients.no_auto_create  # noqa: E402,F401

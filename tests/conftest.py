@@ -8,6 +8,7 @@ keep it that way: an unmarked test that asks for a Kafka fixture, or starts a cl
 
 import pytest
 
+# also installs mirrorline's metadata patch at pytest_configure, so the suite's raw clients never auto-create
 pytest_plugins = ["mirrorline.testing.fixtures"]
 
 #: Fixtures that start the session's real Kafka clusters (directly or through another fixture).

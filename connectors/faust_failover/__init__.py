@@ -43,7 +43,7 @@ from mirrorline.api import ConfigError
 from mirrorline.api.configfile import load_config_file
 
 from mirrorline.connectors.mirror_client.config import REPLICATION_POLICY_CLASS, load_replication_policy
-from mirrorline.connectors.mirror_client.mm2_config import SOURCE_CONNECTOR, MirrorMakerConfig
+from mirrorline.connectors.mm2.mm2_config import SOURCE_CONNECTOR, MirrorMakerConfig
 from mirrorline.connectors.mirror_client.policies import SEPARATOR_CONFIG, SOURCE_CLUSTER_ALIAS_CONFIG, ReplicationPolicy
 
 __all__ = [

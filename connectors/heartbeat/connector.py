@@ -13,12 +13,12 @@ import asyncio
 import logging
 import time
 
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import NewTopic
 
-from mirrorline.api import (BadRequestError, Config, ConfigDef, ConfigError, ConfigKey, Importance, Range,
+from mirrorline.api import (BadRequestError, Config, ConfigDef, ConfigKey, Importance, Range,
                            SourceConnector, SourceRecord, SourceTask, Type)
 
-from mirrorline.connectors.mirror_client.clients import admin_client, check_distinct_clusters, connect_admin
+from mirrorline.connectors.mirror_client.clients import admin_client, connect_admin
 from mirrorline.connectors.mirror_client.config import (
     COMMON_CONFIG_DEF,
     SOURCE_CLUSTER_ALIAS,
@@ -35,7 +35,6 @@ EMIT_ENABLED = "emit.heartbeats.enabled"
 EMIT_INTERVAL = "emit.heartbeats.interval.seconds"
 REPLICATION_FACTOR = "heartbeats.topic.replication.factor"
 #: How long start() tries the source cluster to compare cluster ids before going on without it.
-SOURCE_CHECK_TIMEOUT_S = 10.0
 #: Longest single wait inside ``poll``, so pause and stop stay prompt with long intervals.
 MAX_POLL_WAIT_S = 0.5
 #: Kafka error codes: topic exists; authorization / unsupported / invalid config (MM2 only warns).
@@ -58,6 +57,7 @@ class MirrorHeartbeatConnector(SourceConnector):
 
     config_def = HEARTBEAT_CONFIG_DEF
     aliases = ("org.apache.kafka.connect.mirror.MirrorHeartbeatConnector",)
+    creates_own_topics = True  # the heartbeats topic is created compacted, with one partition
 
     def version(self) -> str:
         return VERSION
@@ -66,11 +66,11 @@ class MirrorHeartbeatConnector(SourceConnector):
         return MirrorHeartbeatTask
 
     async def start(self, config: Config) -> None:
-        """Refuse a flow from a cluster into itself, then create the heartbeats topic on the target.
+        """Create the heartbeats topic on the target.
 
-        The same-cluster check is best effort: MM2 needs only the target for heartbeats (they must
-        keep flowing while the source is down), so a source that is not configured or not
-        reachable - hence not the reachable target - skips it.
+        Unlike MirrorSource, a flow whose source and target are one cluster is accepted, as MM2
+        accepts it: heartbeats copy no record, so nothing can loop (``allow.same.cluster.flow``
+        guards record copies only).
         """
         self.config = config
         originals = {k: str(v) for k, v in config.originals.items()}
@@ -79,7 +79,6 @@ class MirrorHeartbeatConnector(SourceConnector):
         target_admin = admin_client(self.context.clients, originals, "target", f"{flow}|heartbeats-target-admin")
         try:
             await connect_admin(target_admin, originals, "target")
-            await self._refuse_same_cluster(config, originals, flow, target_admin)
             response = await asyncio.wait_for(target_admin.create_topics(
                 [NewTopic(topic, 1, config[REPLICATION_FACTOR], topic_configs={"cleanup.policy": "compact"})]),
                 config["admin.timeout.ms"] / 1000)
@@ -91,22 +90,6 @@ class MirrorHeartbeatConnector(SourceConnector):
             elif code not in (0, TOPIC_ALREADY_EXISTS):
                 raise RuntimeError(f"could not create heartbeats topic {name} on the target cluster "
                                    f"(Kafka error {code}); check {REPLICATION_FACTOR}")
-
-    async def _refuse_same_cluster(self, config: Config, originals: dict[str, str], flow: str,
-                                   target_admin: AIOKafkaAdminClient) -> None:
-        try:
-            source_admin = admin_client(self.context.clients, originals, "source", f"{flow}|heartbeats-source-admin")
-        except ConfigError:  # no source.cluster.bootstrap.servers: MM2 does not require it here
-            return
-        try:
-            try:
-                await asyncio.wait_for(connect_admin(source_admin, originals, "source"), SOURCE_CHECK_TIMEOUT_S)
-            except (OSError, asyncio.TimeoutError) as exc:
-                log.info("Not comparing cluster ids of %s: the source cluster is not reachable (%s)", flow, exc)
-                return
-            await check_distinct_clusters(config, source_admin, target_admin)
-        finally:
-            await source_admin.close()
 
     async def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
         if not self.config[EMIT_ENABLED] or max_tasks < 1:

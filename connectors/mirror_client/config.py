@@ -128,8 +128,9 @@ COMMON_CONFIG_DEF = ConfigDef([
     ConfigKey(CONSUMER_POLL_TIMEOUT_MS, Type.LONG, default=1000, validator=Range(min=1), importance=Importance.LOW,
               group=GROUP, doc="How long a task's consumer waits for records in one poll."),
     ConfigKey(ALLOW_SAME_CLUSTER_FLOW, Type.BOOLEAN, default="false", importance=Importance.LOW, group=GROUP,
-              doc="mirrorline extension, not in MM2: let a flow's source and target be the same physical "
-                  "cluster (same cluster id). Refused by default because each topic refresh would copy the "
+              doc="mirrorline extension, not in MM2: let MirrorSource copy records between a source and a target "
+                  "that are the same physical cluster (same cluster id). Refused by default because each topic "
+                  "refresh would copy the "
                   "previous copies again (A.orders, A.A.orders ...) without end; allow it only with topics / "
                   "topics.exclude that keep the copies out."),
 ])

@@ -5,14 +5,15 @@ from mirrorline.api import hookimpl
 
 @hookimpl
 def register_commands():
-    """The ``mm2``, ``offsets``, ``failover``, ``failback``, ``reconcile`` and ``backfill`` subcommands."""
+    """The ``mm2``, ``offsets``, ``failover``, ``failback``, ``reconcile``, ``backfill`` and ``mirroring`` subcommands."""
     from mirrorline.connectors.mm2.backfill import BackfillCommand
     from mirrorline.connectors.mm2.command import MirrorMakerCommand
     from mirrorline.connectors.mm2.failover import FailbackCommand, FailoverCommand, TranslateCommand
+    from mirrorline.connectors.mm2.mirroring_command import MirroringCommand
     from mirrorline.connectors.mm2.reconcile_command import ReconcileCommand
 
     return [MirrorMakerCommand(), TranslateCommand(), FailoverCommand(), FailbackCommand(), ReconcileCommand(),
-            BackfillCommand()]
+            BackfillCommand(), MirroringCommand()]
 
 
 @hookimpl

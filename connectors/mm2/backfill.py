@@ -18,7 +18,7 @@ from mirrorline.api.configfile import load_config_file
 
 from mirrorline.connectors.mirror_client.clients import quiet_client_logs
 from mirrorline.connectors.mirror_client.config import client_props
-from mirrorline.connectors.mirror_client.mm2_config import SOURCE_CONNECTOR, MirrorMakerConfig
+from mirrorline.connectors.mm2.mm2_config import SOURCE_CONNECTOR, MirrorMakerConfig
 
 from .backfill_job import ALLOW_GAPS, FROM, TO, TOPICS, WORKER_PREFIX
 from .backfill_plan import parse_position

@@ -39,8 +39,8 @@ from mirrorline.connectors.mirror_client.config import (OFFSET_SYNCS_TOPIC_LOCAT
                                              client_props, load_replication_policy)
 from mirrorline.connectors.mirror_client.filters import GroupFilter
 from mirrorline.connectors.mirror_client.formats import Checkpoint, OffsetSync, source_partition
-from mirrorline.connectors.mirror_client.locate import bounds, record_at, same_record
-from mirrorline.connectors.mirror_client.mm2_config import SOURCE_CONNECTOR
+from mirrorline.connectors.mm2.locate import bounds, record_at, same_record
+from mirrorline.connectors.mm2.mm2_config import SOURCE_CONNECTOR
 from mirrorline.connectors.source_mirror.config import SOURCE_CONFIG_DEF
 from mirrorline.connectors.source_mirror.topics import (ConfigFilter, TopicSelection, create_remote_topics,
                                              offset_syncs_topic_config, source_topics, topic_filter_for,

@@ -43,7 +43,7 @@ from mirrorline.connectors.mirror_client.clients import (
     same_cluster_flow_allowed,
 )
 from mirrorline.connectors.mirror_client.config import client_props
-from mirrorline.connectors.mirror_client.mm2_config import (
+from mirrorline.connectors.mm2.mm2_config import (
     CHECKPOINT_CONNECTOR,
     HEARTBEAT_CONNECTOR,
     SOURCE_CONNECTOR,

@@ -18,7 +18,7 @@ from mirrorline.api import ConfigError, ConnectError, KafkaClients
 
 from mirrorline.connectors.mirror_client.clients import admin_client, connect_admin, consumer_kwargs
 from mirrorline.connectors.mirror_client.config import client_props, load_replication_policy
-from mirrorline.connectors.mirror_client.mm2_config import SOURCE_CONNECTOR, MirrorMakerConfig
+from mirrorline.connectors.mm2.mm2_config import SOURCE_CONNECTOR, MirrorMakerConfig
 from mirrorline.connectors.mirror_client.policies import ReplicationPolicy
 
 #: Seconds a cluster gets to answer before it is taken as unreachable.

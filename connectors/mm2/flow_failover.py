@@ -38,8 +38,8 @@ from mirrorline.api.configfile import load_config_file
 
 from mirrorline.connectors.mirror_client.client import reread_count
 from mirrorline.connectors.mirror_client.filters import TopicFilter
-from mirrorline.connectors.mirror_client.mm2_config import CHECKPOINT_CONNECTOR, SOURCE_CONNECTOR, MirrorMakerConfig
-from mirrorline.connectors.mirror_client.offset_map_store import read_maps
+from mirrorline.connectors.mm2.mm2_config import CHECKPOINT_CONNECTOR, SOURCE_CONNECTOR, MirrorMakerConfig
+from mirrorline.connectors.mm2.offset_map_store import read_maps
 
 from .flow_clients import FlowEnds, Side, parse_flow
 from .flow_plan import (

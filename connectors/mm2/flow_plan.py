@@ -16,9 +16,9 @@ from mirrorline.api import ConfigError
 
 from mirrorline.connectors.mirror_client.filters import TopicFilter
 from mirrorline.connectors.mirror_client.formats import Checkpoint, SchemaError
-from mirrorline.connectors.mirror_client.locate import translate_position
+from mirrorline.connectors.mm2.locate import translate_position
 from mirrorline.connectors.mirror_client.policies import ReplicationPolicy, is_cycle
-from mirrorline.connectors.mirror_client.rpo import TopicRpo, topic_rpo
+from mirrorline.connectors.mm2.rpo import TopicRpo, topic_rpo
 
 from .flow_clients import Side
 
@@ -131,7 +131,7 @@ async def partition_counts(side: Side) -> dict[str, int]:
 
 async def checkpoints_by_group(side: Side, topic: str) -> dict[str, dict[TopicPartition, Checkpoint]]:
     """The last checkpoint of every group and partition in checkpoints topic ``topic`` on ``side``."""
-    from mirrorline.connectors.mirror_client.locate import bounds, scan
+    from mirrorline.connectors.mm2.locate import bounds, scan
 
     out: dict[str, dict[TopicPartition, Checkpoint]] = {}
     tp = TopicPartition(topic, 0)

@@ -3,7 +3,7 @@
 For every mirrored partition (:mod:`.reconcile_plan` picks them and their offset ranges) the job
 matches records by content (:mod:`.reconcile_match`), counts what is missing, duplicated,
 unexpected and out of order, builds the exact offset map source offset -> target offset, and
-stores the map on the target (:mod:`mirrorline.connectors.mirror_client.offset_map_store`) where
+stores the map on the target (:mod:`mirrorline.connectors.mm2.offset_map_store`) where
 ``mirrorline offsets translate --exact`` and ``mirrorline failover --exact`` find it.
 
 Settings: the flow's ``mm2.properties`` keys (clusters, client settings, ``topics``,
@@ -23,9 +23,9 @@ from typing import Any
 from mirrorline.api import ConfigDef, ConfigKey, Importance, Job, JobContext, NonEmptyString, Type
 
 from mirrorline.connectors.mirror_client.config import client_props
-from mirrorline.connectors.mirror_client.mm2_config import CHECKPOINT_CONNECTOR, MirrorMakerConfig
-from mirrorline.connectors.mirror_client.offset_map import PartitionMap, offset_map_topic
-from mirrorline.connectors.mirror_client.offset_map_store import write_maps
+from mirrorline.connectors.mm2.mm2_config import CHECKPOINT_CONNECTOR, MirrorMakerConfig
+from mirrorline.connectors.mm2.offset_map import PartitionMap, offset_map_topic
+from mirrorline.connectors.mm2.offset_map_store import write_maps
 
 from .flow_clients import FlowEnds, parse_flow
 from .reconcile_plan import PartitionRange, plan_ranges, topics_pattern

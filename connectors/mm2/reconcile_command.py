@@ -19,7 +19,7 @@ from mirrorline.api.configfile import load_config_file
 
 from mirrorline.connectors.mirror_client.clients import quiet_client_logs
 from mirrorline.connectors.mirror_client.config import client_props
-from mirrorline.connectors.mirror_client.mm2_config import SOURCE_CONNECTOR, MirrorMakerConfig
+from mirrorline.connectors.mm2.mm2_config import SOURCE_CONNECTOR, MirrorMakerConfig
 
 from .backfill import spark_settings
 from .flow_clients import parse_flow

@@ -2,7 +2,7 @@
 
 A consumer group that consumed up to offset N of a source partition (its committed offset: the
 next record it reads is N) resumes on the target at exactly the copy of record N, read from the
-map (:meth:`mirrorline.connectors.mirror_client.offset_map.PartitionMap.translate`): 0 re-reads and 0 skips,
+map (:meth:`mirrorline.connectors.mm2.offset_map.PartitionMap.translate`): 0 re-reads and 0 skips,
 where MM2's checkpoints make it read again up to ``offset.lag.max`` records. The map lives on the
 target, so this works when the source cluster is gone.
 """
@@ -16,8 +16,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from mirrorline.api import ConnectError, KafkaClients
 
-from mirrorline.connectors.mirror_client.offset_map import PartitionMap, offset_map_topic
-from mirrorline.connectors.mirror_client.offset_map_store import read_maps
+from mirrorline.connectors.mm2.offset_map import PartitionMap, offset_map_topic
+from mirrorline.connectors.mm2.offset_map_store import read_maps
 from mirrorline.connectors.mirror_client.policies import ReplicationPolicy
 
 

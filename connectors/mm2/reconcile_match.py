@@ -16,7 +16,7 @@ sorted offset lists zipped. Then, per partition:
 * **out of order**: matched records whose copy comes before the copy of the record matched just
   before them on the source (each place where the target's order goes backwards counts once);
 * the offset map, as runs of consecutive offsets on both sides
-  (:class:`mirrorline.connectors.mirror_client.offset_map.Run`).
+  (:class:`mirrorline.connectors.mm2.offset_map.Run`).
 
 Only the hashes and offsets are shuffled (about 40 bytes a record), never the data, and only
 per-partition counts and the runs reach the driver. Imports pyspark: load it only inside a job.
@@ -29,7 +29,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType
 
-from mirrorline.connectors.mirror_client.offset_map import Run
+from mirrorline.connectors.mm2.offset_map import Run
 
 from .reconcile_result import PartitionResult
 

@@ -12,7 +12,6 @@ tells them apart from gaps).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from aiokafka import TopicPartition
 
@@ -21,28 +20,8 @@ from mirrorline.api import ConfigError, ConnectError
 from mirrorline.connectors.mirror_client.filters import TopicFilter
 
 from .flow_clients import FlowEnds
+from .offset_map import PartitionRange
 from .flow_plan import mirrored_topics, partition_counts
-
-
-@dataclass(frozen=True)
-class PartitionRange:
-    """One source partition and its remote partition, with the offset range read on each side.
-
-    ``target_start == target_end`` when the remote partition holds nothing (or does not exist).
-    """
-
-    source_topic: str
-    partition: int
-    target_topic: str
-    source_start: int
-    source_end: int
-    target_start: int
-    target_end: int
-
-    @property
-    def key(self) -> tuple[str, int]:
-        """(source topic, partition)."""
-        return self.source_topic, self.partition
 
 
 def topics_pattern(text: str | None) -> re.Pattern[str] | None:

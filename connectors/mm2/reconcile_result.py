@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mirrorline.connectors.mirror_client.offset_map import Run
+from mirrorline.connectors.mm2.offset_map import Run
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """MirrorMaker 2's MirrorSourceConnector for mirrorline, registered like any third-party plugin.
 
 Besides the connector, the plugin adds the mirroring topic-selection controls (IBM Event
-Streams-style): the ``/admin/mirroring/*`` REST routes and the ``mirrorline mirroring`` command.
+Streams-style): the ``/admin/mirroring/*`` REST routes. The ``mirrorline mirroring`` command,
+which also reads ``mm2.properties``, comes with the MM2 commands (:mod:`mirrorline.connectors.mm2`).
 """
 
 from mirrorline.api import hookimpl
@@ -22,10 +23,3 @@ def register_rest_extensions():
 
     return [MirroringRestExtension]
 
-
-@hookimpl
-def register_commands():
-    """``mirrorline mirroring``: the same controls from the command line."""
-    from mirrorline.connectors.source_mirror.admin_cli import MirroringCommand
-
-    return [MirroringCommand()]

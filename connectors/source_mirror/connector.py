@@ -10,7 +10,7 @@ runtime to re-split tasks.
 Topic selection at run time (beyond MM2, as IBM Event Streams' mirroring controls): at start and
 at every refresh the connector reads its stored selection from
 ``mirrorline-topic-selection.internal`` on the target
-(:mod:`mirrorline.connectors.mirror_client.topic_selection`, written by ``POST
+(:mod:`mirrorline.connectors.source_mirror.topic_selection`, written by ``POST
 /admin/mirroring/topic-selection`` or ``mirrorline mirroring topic-selection set``). When one is
 stored, its include patterns replace ``topics`` (``topics.exclude`` still applies), so a change
 reaches the tasks within one ``refresh.topics.interval.seconds``, without a restart.
@@ -36,7 +36,7 @@ from mirrorline.connectors.mirror_client.config import (
     TARGET_CLUSTER_ALIAS,
     load_replication_policy,
 )
-from mirrorline.connectors.mirror_client.topic_selection import SelectionAccessDenied, SelectionKey, TopicSelectionStore
+from mirrorline.connectors.source_mirror.topic_selection import SelectionAccessDenied, SelectionKey, TopicSelectionStore
 from mirrorline.connectors.source_mirror.acls import TopicAclSync
 from mirrorline.connectors.source_mirror.config import SOURCE_CONFIG_DEF, TASK_ASSIGNED_PARTITIONS, TASK_INDEX
 from mirrorline.connectors.source_mirror.task import MirrorSourceTask
@@ -76,6 +76,8 @@ class MirrorSourceConnector(SourceConnector):
 
     config_def = SOURCE_CONFIG_DEF
     aliases = ("org.apache.kafka.connect.mirror.MirrorSourceConnector",)
+    # remote topics get their source's partition count, the offset-syncs topic its own settings: never a broker's
+    creates_own_topics = True
 
     def version(self) -> str:
         return VERSION

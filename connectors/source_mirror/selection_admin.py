@@ -2,7 +2,7 @@
 
 A :class:`MirrorTarget` is one MirrorSource connector as the controls see it: its name, its
 stored config, and the key of its selection in the store on its target cluster
-(:mod:`mirrorline.connectors.mirror_client.topic_selection`). The functions read and write selections,
+(:mod:`mirrorline.connectors.source_mirror.topic_selection`). The functions read and write selections,
 find the topics a connector's tasks mirror, and build the JSON answers, which follow IBM Event
 Streams' admin API (``{"includes": [...]}``, ``{"active_topics": [...]}``) and add a
 ``"connectors"`` map when more than one connector is addressed.
@@ -19,7 +19,7 @@ from mirrorline.api import BadRequestError, ConnectError, KafkaClients
 
 from mirrorline.connectors.mirror_client.config import SOURCE_CLUSTER_ALIAS, TARGET_CLUSTER_ALIAS, client_props
 from mirrorline.connectors.mirror_client.filters import TOPICS_INCLUDE_CONFIG
-from mirrorline.connectors.mirror_client.topic_selection import INCLUDES, SelectionKey, TopicSelectionStore, check_includes
+from mirrorline.connectors.source_mirror.topic_selection import INCLUDES, SelectionKey, TopicSelectionStore, check_includes
 from mirrorline.connectors.source_mirror.config import SOURCE_CONFIG_DEF
 
 #: The field of ``GET /admin/mirroring/active-topics`` (IBM Event Streams' name).

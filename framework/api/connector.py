@@ -114,6 +114,13 @@ class SourceConnector(Connector):
     """
 
     type: ClassVar[str] = "source"
+    #: True when the connector itself creates every topic its tasks write to, before they write (as
+    #: MirrorSource creates remote topics with their source's partition count). The task's producer
+    #: then never lets a broker auto-create a topic: a record for a topic that is not there yet waits
+    #: for it. False (the default): unless the connector has Kafka Connect's ``topic.creation.*``
+    #: settings (the worker then creates missing topics with them), the producer lets the broker's
+    #: ``auto.create.topics.enable`` decide, as Kafka Connect's producer does.
+    creates_own_topics: ClassVar[bool] = False
 
     def exactly_once_support(self, config: Mapping[str, Any]) -> ExactlyOnceSupport | None:
         """Whether this connector's tasks give exactly-once delivery with ``config`` (raw settings).

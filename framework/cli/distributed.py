@@ -17,8 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from mirrorline.runtime.distributed.process import run_distributed
-    from mirrorline.runtime.process import check_listener_free, parse_listener
+    from mirrorline.boot.distributed import run_distributed
+    from mirrorline.boot.process import check_listener_free, parse_listener
     from mirrorline.runtime.worker_config import DISTRIBUTED_CONFIG_DEF
 
     worker = load_config_file(args.worker_config)

@@ -13,9 +13,10 @@ import sys
 import traceback
 
 from mirrorline import __version__
-from mirrorline.cli import distributed, local_kafka, plugins, standalone
+from mirrorline.clients import no_auto_create
+from mirrorline.cli import distributed, local_kafka, plugin_new, plugins, standalone
 
-SUBCOMMANDS = [local_kafka, standalone, distributed, plugins]
+SUBCOMMANDS = [local_kafka, standalone, distributed, plugins, plugin_new]
 
 
 class UserError(Exception):
@@ -92,7 +93,7 @@ def _register_plugin_commands(sub: argparse._SubParsersAction) -> None:
         command.configure_parser(command_parser)
 
         def run(args: argparse.Namespace, command=command, registry=registry) -> int:
-            from mirrorline.runtime.launcher import ProcessLauncher
+            from mirrorline.boot.launcher import ProcessLauncher
 
             async def main() -> int:
                 return await command.run(args, ProcessLauncher(registry))
@@ -117,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    no_auto_create.install()  # before any Kafka client exists in this process
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

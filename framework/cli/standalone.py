@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from mirrorline.runtime.standalone_process import run_standalone
+    from mirrorline.boot.standalone import run_standalone
 
     worker = load_config_file(args.worker_config)
     connectors = [load_config_file(path) for path in args.connector_configs]

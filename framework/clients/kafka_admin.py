@@ -16,6 +16,9 @@ MM2 needs four things it lacks or only half-offers:
   transactional id and no producer id, sent to the id's transaction coordinator. It bumps the id's
   epoch and aborts its open transaction, so a producer still holding the old epoch (a zombie task)
   can write nothing more. aiokafka's admin client has no such call.
+- **topics with the broker's default partitions or replication factor**: aiokafka's CreateTopics
+  goes up to v3, where both must be given; v4 (KIP-464) takes ``-1`` for "the broker's default",
+  which Kafka Connect's topic creation (KIP-158) offers. :func:`create_topics` sends v4.
 - **describe and create ACLs** (DescribeAcls, key 29; CreateAcls, key 30): aiokafka defines
   the request classes but its admin client has no methods for them. :class:`AclBinding` and
   :class:`AclFilter` (plugin contract, defined in :mod:`mirrorline.api.clients`) carry Kafka's numeric codes (:class:`ResourceType`, :class:`PatternType`,
@@ -27,6 +30,7 @@ The requests are defined here with aiokafka's own protocol building blocks
 ``Request.prepare``. Only non-flexible versions are defined:
 
 - IncrementalAlterConfigs **v0** (v1 is already the first flexible version);
+- CreateTopics **v4** (v5 is the first flexible version; v4 has v3's fields);
 - OffsetCommit **v2/v3** from aiokafka itself (KIP-896 removed v0/v1 in Kafka 4.0);
 - OffsetDelete **v0** (its only version);
 - InitProducerId **v0** from aiokafka itself (what its transactional producer sends);
@@ -47,7 +51,8 @@ from typing import TypeAlias
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import ClusterAuthorizationFailedError, KafkaError, for_code
-from aiokafka.protocol.admin import CreateAclsRequest, DescribeAclsRequest
+from aiokafka.protocol.admin import (CreateAclsRequest, CreateTopicsRequest_v3, CreateTopicsResponse_v3,
+                                     DescribeAclsRequest)
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.client import CoordinationType
 from aiokafka.errors import TransactionalIdAuthorizationFailed
@@ -68,6 +73,7 @@ __all__ = [
     "ResourceType",
     "alter_consumer_group_offsets",
     "create_topic",
+    "create_topics",
     "create_acls",
     "describe_acls",
     "delete_consumer_group_offsets",
@@ -157,6 +163,53 @@ class IncrementalAlterConfigsRequest(Request[IncrementalAlterConfigsRequestStruc
     def build(self, request_struct_class: type[IncrementalAlterConfigsRequestStruct]):
         """Instantiate the chosen version's struct with this request's fields."""
         return request_struct_class(self._resources, self._validate_only)
+
+
+# --- CreateTopics (key 19), v4 ------------------------------------------------------------------
+
+
+class CreateTopicsResponse_v4(Response):
+    """CreateTopics v4 response: v3's fields (throttle time; name, error code, message per topic)."""
+    API_KEY = 19
+    API_VERSION = 4
+    SCHEMA = CreateTopicsResponse_v3.SCHEMA
+
+
+class CreateTopicsRequest_v4(RequestStruct):
+    """CreateTopics v4 request: v3's fields; -1 partitions or replication factor means the broker's default."""
+    API_KEY = 19
+    API_VERSION = 4
+    RESPONSE_TYPE = CreateTopicsResponse_v4
+    SCHEMA = CreateTopicsRequest_v3.SCHEMA
+
+
+CreateTopicsV4Struct: TypeAlias = CreateTopicsRequest_v4
+
+
+class CreateTopicsV4Request(Request[CreateTopicsV4Struct]):
+    """``topics``: ``[(name, partitions, replication factor, [], [(config, value)])]``."""
+
+    API_KEY = 19
+
+    def __init__(self, topics: list, timeout_ms: int):
+        self._topics = topics
+        self._timeout_ms = timeout_ms
+
+    def build(self, request_struct_class: type[CreateTopicsV4Struct]):
+        """Instantiate the chosen version's struct with this request's fields."""
+        return request_struct_class(self._topics, self._timeout_ms, False)
+
+
+async def create_topics(admin: AIOKafkaAdminClient, topics: Iterable[tuple[str, int, int, Mapping[str, str]]],
+                        timeout_ms: int = 30_000) -> dict[str, tuple[int, str | None]]:
+    """Create each ``(name, partitions, replication factor, topic configs)`` with CreateTopics v4
+    (``-1`` partitions or replication factor: the broker's default; aiokafka's ``NewTopic`` refuses
+    -1); ``{name: (error code, error message)}`` as the controller answered (0 = created)."""
+    request = CreateTopicsV4Request(
+        [(name, partitions, replication, [], [(k, str(v)) for k, v in configs.items()])
+         for name, partitions, replication, configs in topics], timeout_ms)
+    response = await admin._send_to_controller(request)
+    return {name: (code, message) for name, code, message in response.topic_errors}
 
 
 # --- OffsetDelete (key 47), v0 ----------------------------------------------------------------

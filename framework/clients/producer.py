@@ -11,6 +11,11 @@ refreshes the metadata and waits for the partition instead, bounded like the Jav
 ``max.block.ms``, and then raises the retriable :class:`PartitionNotAvailableError`. A record is
 never sent to another partition than the one asked for.
 
+By default the producer's metadata requests never make a broker auto-create a topic (see
+:mod:`mirrorline.clients.no_auto_create`); ``allow_auto_create_topics=True`` lets the broker's
+``auto.create.topics.enable`` decide, as for a Java producer (the worker's choice for a source task
+whose connector neither creates its topics itself nor has topic creation configured).
+
 (This touches aiokafka internals, which is why aiokafka is pinned to a minor version.)
 """
 
@@ -22,6 +27,7 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import IllegalOperation, TopicAuthorizationFailedError
 
 from mirrorline.api.errors import PartitionNotAvailableError
+from mirrorline.clients import no_auto_create
 from mirrorline.clients.forwarded_batch import ForwardedBatch
 
 DEFAULT_MAX_BLOCK_MS = 60_000
@@ -37,14 +43,19 @@ class RecordProducer(AIOKafkaProducer):
     """AIOKafkaProducer for source tasks: null key *and* value allowed; unknown partitions are waited for.
 
     ``max_block_ms`` (Java ``max.block.ms``, default 60 s) bounds how long ``send`` waits for
-    the topic, or the explicit partition, to appear in the metadata.
+    the topic, or the explicit partition, to appear in the metadata. ``allow_auto_create_topics``
+    (default False) lets this producer's metadata requests have a broker auto-create a missing topic.
     """
 
-    def __init__(self, *args, max_block_ms: int = DEFAULT_MAX_BLOCK_MS, **kwargs):
+    def __init__(self, *args, max_block_ms: int = DEFAULT_MAX_BLOCK_MS, allow_auto_create_topics: bool = False,
+                 **kwargs):
         if max_block_ms < 0:
             raise ValueError(f"max_block_ms must be >= 0, not {max_block_ms}")
         super().__init__(*args, **kwargs)
         self.max_block_ms = max_block_ms
+        self.allow_auto_create_topics = allow_auto_create_topics
+        if allow_auto_create_topics:
+            no_auto_create.allow_auto_create(self.client)
 
     async def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None):
         """As ``AIOKafkaProducer.send``, and a record with neither key nor value is written as such.
@@ -136,11 +147,15 @@ class RecordProducer(AIOKafkaProducer):
         known = self._metadata.partitions_for_topic(topic)
         waited = f"after waiting {waited_s * 1000:.0f} ms (max.block.ms={self.max_block_ms})"
         if not known:
+            if self.allow_auto_create_topics:
+                why = ("or that the brokers may create it (auto.create.topics.enable, or topic.creation.* "
+                       "settings on the connector)")
+            else:
+                why = "(this producer never has a broker auto-create a topic)"
             return PartitionNotAvailableError(
                 topic, partition,
                 f"Topic {topic} is not in the cluster metadata {waited}. Check that the topic exists on "
-                f"the cluster this producer writes to (mirrorline clients never have topics auto-created) "
-                f"and that its brokers are reachable.")
+                f"the cluster this producer writes to {why}, and that its brokers are reachable.")
         return PartitionNotAvailableError(
             topic, partition,
             f"Partition {partition} of topic {topic} is not in the cluster metadata {waited}; the topic has "

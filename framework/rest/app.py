@@ -7,7 +7,8 @@ exception as 500 with its message (logged with the traceback). No HTML error pag
 
 Authentication (:mod:`mirrorline.rest.auth`) runs as a second middleware inside the error one, so
 its 401s look like every other error; TLS (:mod:`mirrorline.rest.tls`) is the ``ssl_context`` of
-:class:`RestServer`. Plugins' REST extensions (:mod:`mirrorline.rest.extensions`) are mounted on
+:class:`RestServer`. In a cluster, a third middleware (:mod:`mirrorline.rest.forwarding`) forwards a
+request the herder says another worker must carry out. Plugins' REST extensions (:mod:`mirrorline.rest.extensions`) are mounted on
 the same app, so their routes get both middlewares.
 """
 
@@ -26,8 +27,9 @@ from mirrorline.rest import routes_admin, routes_connectors, routes_plugins, rou
 from mirrorline.rest.auth import RestAuth
 from mirrorline.rest.common import HERDER, LOGGERS, WORKER_ID, error_response
 from mirrorline.rest.extensions import installed_extensions, mount_extensions
+from mirrorline.rest.forwarding import WorkerClient, forwarding_middleware
 from mirrorline.rest.loggers import Loggers
-from mirrorline.runtime.herder import REQUEST_FORWARDED, Herder
+from mirrorline.runtime.herder import Herder
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +49,6 @@ def _http_exception_message(exc: web.HTTPException) -> str:
 @web.middleware
 async def error_middleware(request: web.Request, handler: _Handler) -> web.StreamResponse:
     """Turn every error into a Connect JSON error body (see the module docstring)."""
-    REQUEST_FORWARDED.set(request.query.get("forward", "").lower() == "false")
     try:
         return await handler(request)
     except ConnectError as exc:
@@ -70,7 +71,8 @@ async def error_middleware(request: web.Request, handler: _Handler) -> web.Strea
 def create_app(herder: Herder, *, worker_id: str | None = None,
                extra_routes: Iterable[web.AbstractRouteDef] | None = None,
                auth: RestAuth | None = None,
-               rest_extensions: Iterable[type[RestExtension]] | None = None) -> web.Application:
+               rest_extensions: Iterable[type[RestExtension]] | None = None,
+               forwarder: WorkerClient | None = None) -> web.Application:
     """The Connect-compatible REST app over ``herder``.
 
     ``extra_routes`` (e.g. ``[web.get("/metrics", handler)]`` or a ``RouteTableDef``) are
@@ -81,8 +83,12 @@ def create_app(herder: Herder, *, worker_id: str | None = None,
     page and ``/metrics`` included (None: no authentication). ``rest_extensions`` are the
     :class:`~mirrorline.api.rest_extension.RestExtension` classes to mount after the built-in
     routes (None: those the herder's plugin registry collected from ``register_rest_extensions``).
+    ``forwarder`` sends requests the herder cannot carry out here to the worker that can (None: a
+    herder that never asks, such as a standalone one; such a request is then a 409).
     """
     middlewares = [error_middleware] + ([auth.middleware()] if auth is not None and auth.enabled else [])
+    if forwarder is not None:
+        middlewares.append(forwarding_middleware(forwarder))
     app = web.Application(middlewares=middlewares, client_max_size=MAX_REQUEST_BODY)
     app[HERDER] = herder
     app[LOGGERS] = Loggers()
@@ -103,14 +109,17 @@ class RestServer:
                  extra_routes: Iterable[web.AbstractRouteDef] | None = None,
                  shutdown_timeout: float = 5.0, auth: RestAuth | None = None,
                  ssl_context: ssl.SSLContext | None = None,
-                 rest_extensions: Iterable[type[RestExtension]] | None = None) -> None:
+                 rest_extensions: Iterable[type[RestExtension]] | None = None,
+                 forwarder: WorkerClient | None = None) -> None:
         """Build the app; nothing listens until :meth:`start`.
 
         ``shutdown_timeout`` is how long :meth:`stop` lets in-flight requests finish;
-        ``ssl_context`` makes it an https server; ``rest_extensions`` as in :func:`create_app`.
+        ``ssl_context`` makes it an https server; ``rest_extensions`` and ``forwarder`` as in
+        :func:`create_app` (the server owns the forwarder: :meth:`stop` closes it).
         """
         self.app = create_app(herder, worker_id=worker_id, extra_routes=extra_routes, auth=auth,
-                              rest_extensions=rest_extensions)
+                              rest_extensions=rest_extensions, forwarder=forwarder)
+        self._forwarder = forwarder
         self.worker_id = worker_id
         self.ssl_context = ssl_context
         self._shutdown_timeout = shutdown_timeout
@@ -159,4 +168,6 @@ class RestServer:
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
+        if self._forwarder is not None:
+            await self._forwarder.close()
         self._port = None

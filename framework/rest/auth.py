@@ -24,10 +24,8 @@ verify is refused whatever else it carries.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
-import contextvars
 import hashlib
 import hmac
 import ipaddress
@@ -43,12 +41,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aiohttp import StreamReader, web
+from aiohttp import web
 
 from mirrorline.clients.configfile import parse_properties
 from mirrorline.api.errors import ConfigError
-from mirrorline.rest import common
-from mirrorline.rest.common import error_response
+from mirrorline.rest.common import error_response, read_body
 
 log = logging.getLogger(__name__)
 
@@ -64,11 +61,6 @@ TIMESTAMP_HEADER = "X-Mirrorline-Request-Timestamp"
 SIGNATURE_ALGORITHM = "HmacSHA256"
 #: How far a signed request's timestamp may be from the receiver's clock.
 MAX_SIGNATURE_AGE_S = 300.0
-
-#: The ``Authorization`` header of the REST request being handled, forwarded with it to the
-#: leader (Connect forwards it too). Set by the middleware; read by the forwarding client.
-REQUEST_AUTHORIZATION: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "rest_request_authorization", default=None)
 
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -297,27 +289,6 @@ def verify_signature(keys: Iterable[bytes], method: str, target: str, body: byte
 
 # -- the middleware --------------------------------------------------------------------------
 
-async def _read_and_keep_body(request: web.Request) -> bytes:
-    """The body of a signed request, read before its handler runs and put back for the handler.
-
-    Handlers read the body from ``request.content`` (with the size limit of
-    :func:`mirrorline.rest.common.read_body`), so the stream is replaced by one holding the
-    same bytes.
-    """
-    reader = getattr(common, "read_body", None)
-    body = await reader(request) if reader is not None else await request.read()
-    stream = StreamReader(request.protocol, 2 ** 16, loop=asyncio.get_running_loop())
-    if body:
-        stream.feed_data(body)
-    stream.feed_eof()
-    # aiohttp has no public way to hand a read body back: replace the payload and the cached
-    # ``content`` (a reify) both
-    request._payload = stream
-    request._cache["content"] = stream
-    request._read_bytes = body
-    return body
-
-
 def basic_credentials(header: str | None) -> tuple[str, str] | None:
     """``(user, password)`` from an ``Authorization: Basic ...`` header; None if absent or malformed."""
     if not header:
@@ -366,12 +337,11 @@ class RestAuth:
 
         @web.middleware
         async def auth_middleware(request: web.Request, handler: _Handler) -> web.StreamResponse:
-            REQUEST_AUTHORIZATION.set(request.headers.get("Authorization"))
             if self.credentials is None or self._open(request):
                 return await handler(request)
             if SIGNATURE_HEADER in request.headers:
                 problem = verify_signature(self.session_keys(), request.method, request.raw_path,
-                                           await _read_and_keep_body(request), request.headers)
+                                           await read_body(request), request.headers)
                 if problem is None:
                     return await handler(request)
                 log.warning("Refused a signed %s %s from %s: %s", request.method, request.path, request.remote, problem)

@@ -69,12 +69,20 @@ def _too_large(limit: int, size: int | None) -> web.HTTPRequestEntityTooLarge:
         text=f"Request body {sized}is larger than rest.request.max.bytes ({limit} bytes)")
 
 
+#: Where :func:`read_body` keeps the body it read, so that authentication, the handler and
+#: forwarding all see the same bytes (the stream can be read once).
+_BODY: web.RequestKey[bytes] = web.RequestKey("mirrorline.request_body", bytes)
+
+
 async def read_body(request: web.Request) -> bytes:
     """The raw request body; 413 as soon as it is known to exceed ``rest.request.max.bytes``.
 
     A declared ``Content-Length`` over the limit is refused without reading anything; a
-    chunked body is read only up to the limit.
+    chunked body is read only up to the limit. The body is read once and kept with the request:
+    later calls return the same bytes.
     """
+    if _BODY in request:
+        return request[_BODY]
     limit = max_body_bytes(request)
     if request.content_length is not None and request.content_length > limit:
         raise _too_large(limit, request.content_length)
@@ -87,7 +95,8 @@ async def read_body(request: web.Request) -> bytes:
         if size > limit:
             raise _too_large(limit, None)
         chunks.append(chunk)
-    return b"".join(chunks)
+    request[_BODY] = body = b"".join(chunks)
+    return body
 
 
 def _check_depth(value: Any) -> None:

@@ -35,6 +35,7 @@ from mirrorline.runtime.converters import validate_converters
 from mirrorline.runtime.exactly_once import add_exactly_once_errors, worker_support
 from mirrorline.runtime.sink_config import add_topic_errors, connector_config_def
 from mirrorline.runtime.supervisor import Supervisor
+from mirrorline.runtime import topic_creation
 from mirrorline.runtime.transform_config import alias_configs, iter_values, transform_config_def
 from mirrorline.runtime.worker import Worker
 from mirrorline.storage.configs import ConfigStore, TargetState
@@ -413,26 +414,30 @@ class AbstractHerder(Herder):
             raise BadRequestError(f"Included connector type {named} does not match request type {plugin}")
         config = {**config, "connector.class": str(named or full_name(cls))}
         return _config_infos(full_name(cls), cls, config, self.plugins,
+                             self.worker_config["topic.creation.enable"],
                              exactly_once=worker_support(self.worker_config))
 
     def validate_or_raise(self, config: dict[str, Any]) -> None:
         """BadRequestError listing every problem of a connector config (class unknown, values invalid)."""
-        validate_or_raise(self.plugins, config, exactly_once=worker_support(self.worker_config))
+        validate_or_raise(self.plugins, config, self.worker_config["topic.creation.enable"],
+                          exactly_once=worker_support(self.worker_config))
 
 
-def validate_or_raise(plugins: PluginRegistry, config: dict[str, Any], *, exactly_once: str | None = None) -> None:
+def validate_or_raise(plugins: PluginRegistry, config: dict[str, Any], topic_creation_enabled: bool = True, *,
+                      exactly_once: str | None = None) -> None:
     """BadRequestError listing every problem of a connector config (class unknown, values invalid).
 
-    ``exactly_once`` is the worker's ``exactly.once.source.support`` (None: a standalone worker):
-    a source connector's ``exactly.once.support=required`` that cannot hold is one of the problems.
-    """
+    ``topic_creation_enabled``: the worker's ``topic.creation.enable``; when true, a source
+    connector's ``topic.creation.*`` settings are checked too (KIP-158). ``exactly_once`` is the
+    worker's ``exactly.once.source.support`` (None: a standalone worker): a source connector's
+    ``exactly.once.support=required`` that cannot hold is one of the problems."""
     try:
         cls = plugins.connector_class(str(config.get("connector.class", "")))
     except NotFoundError as exc:
         if not config.get("connector.class"):
             raise BadRequestError("Connector config is missing required configuration \"connector.class\"") from None
         raise BadRequestError(str(exc)) from None
-    infos = _config_infos(full_name(cls), cls, config, plugins, exactly_once=exactly_once)
+    infos = _config_infos(full_name(cls), cls, config, plugins, topic_creation_enabled, exactly_once=exactly_once)
     errors = [f"{c['value']['name']}: {e}" for c in infos["configs"] for e in c["value"]["errors"]]
     if errors:
         raise BadRequestError(
@@ -479,14 +484,24 @@ def _version_info(cls: type) -> dict[str, str]:
 
 
 def _config_infos(name: str, cls: type[Connector], config: dict[str, Any],
-                  plugins: PluginRegistry | None = None, *, exactly_once: str | None = None) -> dict[str, Any]:
+                  plugins: PluginRegistry | None = None, topic_creation_enabled: bool = True, *,
+                  exactly_once: str | None = None) -> dict[str, Any]:
     """Connect's ConfigInfos for ``config``: common settings, the connector's own, then each
     transform's and predicate's (``transforms.<alias>.*``, ``predicates.<alias>.*``).
-    ``exactly_once``: the worker's ``exactly.once.source.support`` (None: standalone)."""
-    common_def = connector_config_def(cls)  # with topics / topics.regex for a sink, exactly-once keys for a source
+
+    A source connector's ``topic.creation.<group>.*`` settings follow the common ones when topic
+    creation is in effect (``topic_creation_enabled`` and any ``topic.creation.*`` setting given).
+    ``exactly_once``: the worker's ``exactly.once.source.support`` (None: standalone); a source
+    connector's exactly-once settings are checked against it and the connector's own answers."""
+    # with topics / topics.regex for a sink; topic.creation.groups and the exactly-once keys for a source
+    common_def = connector_config_def(cls)
     values: list[tuple[Any, ConfigValue]] = [(common_def.keys[v.name], v) for v in common_def.validate(config)]
     add_topic_errors(cls, config, (v for _, v in values))
     add_exactly_once_errors(cls, config, (v for _, v in values), exactly_once)
+    creation: list[tuple[Any, ConfigValue]] = []
+    if cls.type == "source" and topic_creation_enabled and topic_creation.uses_topic_creation(config):
+        creation = topic_creation.validate(config)
+        values += creation
     if plugins is not None:  # an unknown converter class or bad converter setting, on its field
         converter_errors = {v.name: v.errors for v in validate_converters(config, plugins)}
         for _, value in values:
@@ -501,6 +516,7 @@ def _config_infos(name: str, cls: type[Connector], config: dict[str, Any],
     alias_entries = alias_configs(config, plugins) if plugins is not None else []
     values += list(iter_values(alias_entries))
     config_def = common_def.merged(cls.config_def).merged(ConfigDef(k for e in alias_entries for k in e.keys))
+    config_def = config_def.merged(ConfigDef(k for k, _ in creation))
     secrets = secret_values(config, config_def)
     configs = []
     for key, value in values:
@@ -510,7 +526,8 @@ def _config_infos(name: str, cls: type[Connector], config: dict[str, Any],
             shown["value"] = HIDDEN
         shown["errors"] = [scrub(e, secrets) for e in shown["errors"]]
         configs.append({"definition": definition, "value": shown})
-    groups = [*common_def.groups(), *[g for g in cls.config_def.groups() if g not in common_def.groups()]]
+    groups = [*common_def.groups(), *dict.fromkeys(k.group for k, _ in creation)]
+    groups += [g for g in cls.config_def.groups() if g not in groups]
     groups += [e.group for e in alias_entries]
     return {"name": name, "error_count": sum(len(v.errors) for _, v in values), "groups": groups,
             "configs": configs}

@@ -50,3 +50,6 @@ CONNECTOR_CONFIG_DEF = ConfigDef([
 
 #: Connector settings starting with this prefix override the worker's producer settings.
 PRODUCER_OVERRIDE_PREFIX = "producer.override."
+#: Connector settings starting with this prefix override the worker's ``admin.*`` settings (the admin
+#: client a source task creates its topics with).
+ADMIN_OVERRIDE_PREFIX = "admin.override."

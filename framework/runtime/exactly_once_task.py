@@ -57,7 +57,13 @@ from mirrorline.runtime import metrics
 from mirrorline.runtime.bounded import LifecycleTimeout, bounded
 from mirrorline.runtime.context import WorkerSourceTaskContext
 from mirrorline.runtime.source_config import CONNECTOR, INTERVAL, POLL
-from mirrorline.runtime.worker_task import RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S, WorkerSourceTask, is_retriable
+from mirrorline.runtime.worker_task import (
+    RETRY_BACKOFF_MAX_S,
+    RETRY_BACKOFF_S,
+    RecordWriteError,
+    WorkerSourceTask,
+    is_retriable,
+)
 from mirrorline.storage.kafka_offsets import offset_key, offset_value
 from mirrorline.storage.offsets import partition_key
 from mirrorline.storage.status import State
@@ -253,6 +259,11 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
             self._started = False
             await self._call_task("stop", self.task.stop(), timeout)
         await self._close_pipeline(timeout)
+        if self._creator is not None:
+            try:
+                await bounded(self._creator.close(), timeout, f"Task {self.id}: closing its topic admin client")
+            except Exception as exc:
+                log.warning("Task %s: its topic admin client did not close cleanly: %r", self.id, exc)
         if producer is not None:
             try:
                 await bounded(producer.stop(), timeout, f"Task {self.id}: stopping its producer")
@@ -339,6 +350,8 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
                 raise ConnectError(f"Task {self.id} returned a {type(record).__name__} from poll() although its "
                                    f"context does not accept batches (the connector has transforms or "
                                    f"converters); this is a bug in the connector")
+            if self._creator is not None and record.topic not in self._creator.known:
+                await self._create_topic(record)
             await self._begin()
             future = await self._retrying_send(record, lambda: producer.send_record_batch(
                 record.topic, record.partition, record.data, record.record_count))
@@ -352,6 +365,8 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
             # as Connect: the task's next offset read would wait for its own open transaction
             raise ConnectError(f"Source tasks may not produce to their own offsets topics when exactly-once "
                                f"support is enabled (task {self.id} wrote to {processed.topic})")
+        if self._creator is not None and processed.topic not in self._creator.known:
+            await self._create_topic(processed)  # KIP-158, before the first record of the topic
         await self._begin()
         future = await self._retrying_send(processed, lambda: producer.send(
             processed.topic, value=processed.value, key=processed.key, partition=processed.partition,
@@ -436,7 +451,15 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
             offset_futures.append(await self._retrying_offset_send(key, value))
         # close the batches still lingering (linger.ms) and wait for every record and offset of the transaction
         accumulator = getattr(producer, "_message_accumulator", None)
-        await (accumulator.flush_for_commit() if accumulator is not None else producer.flush())
+        try:  # bounded as every write is (delivery.timeout.ms): aiokafka retries an idempotent batch forever
+            await asyncio.wait_for(asyncio.shield(accumulator.flush_for_commit() if accumulator is not None
+                                                  else producer.flush()), self._delivery_timeout_s)
+        except asyncio.TimeoutError:
+            await self._abort_quietly(5.0)
+            raise RecordWriteError(
+                f"Task {self.id}: its transaction was not acknowledged within {self._delivery_timeout_s:.0f}s "
+                f"(delivery.timeout.ms): the target cluster does not take this task's writes. The transaction is "
+                f"aborted; the task restarts from its last committed offsets") from None
         failure = self._first_failure([f for _, f in self._txn_items] + offset_futures)
         if failure is None:
             failure = self._fatal_error()

@@ -17,20 +17,44 @@ Return values are plain JSON-ready dicts and lists in Kafka Connect's REST shape
 
 Implementations: :class:`mirrorline.runtime.standalone.StandaloneHerder` (one worker, file
 and memory stores) and :class:`mirrorline.runtime.distributed.herder.DistributedHerder` (a
-cluster of workers sharing Kafka-backed stores, forwarding leader-only writes).
+cluster of workers sharing Kafka-backed stores).
+
+The herder never speaks HTTP. A request only another worker can carry out (a leader-only
+write, a restart of an instance running elsewhere) raises :class:`NotLeaderError` or
+:class:`NotAssignedError` carrying that worker's URL, and the REST layer forwards the request
+there, as Connect's herder throws ``NotLeaderException`` and its
+``HerderRequestHandler.completeOrForwardRequest`` forwards.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from contextvars import ContextVar
 from typing import Any
 
-from mirrorline.api.errors import BadRequestError
+from mirrorline.api.errors import BadRequestError, ConnectError
 
-#: True while handling a request another worker forwarded here (REST ``?forward=false``): a
-#: herder that is not the one to carry it out must refuse it instead of forwarding it again.
-REQUEST_FORWARDED: ContextVar[bool] = ContextVar("request_forwarded", default=False)
+
+class RequestElsewhereError(ConnectError):
+    """This worker cannot carry out the request; the worker at :attr:`url` can.
+
+    The caller forwards the request unchanged to :attr:`url` (REST: with ``?forward=false``). A
+    request that was already forwarded once is not forwarded again: it is answered 409 with this
+    message, since the cluster is then between two views of who does what (a rebalance).
+    """
+
+    http_status = 409
+
+    def __init__(self, message: str, url: str):
+        super().__init__(message)
+        self.url = url
+
+
+class NotLeaderError(RequestElsewhereError):
+    """Only the leader makes this change (connector configs, deletions, stop, restart plans); :attr:`url` is the leader's."""
+
+
+class NotAssignedError(RequestElsewhereError):
+    """The instance runs on another worker; :attr:`url` is that worker's."""
 
 
 class Herder(ABC):

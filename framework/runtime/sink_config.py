@@ -18,7 +18,7 @@ from mirrorline.api.connector import Connector
 from mirrorline.api.errors import ConfigError
 from mirrorline.runtime.connector_config import CONNECTOR_CONFIG_DEF
 from mirrorline.runtime.error_handling import DLQ_CONFIG_KEYS
-from mirrorline.runtime.source_config import SOURCE_CONFIG_DEF
+from mirrorline.runtime.source_config import SOURCE_CONFIG_DEF as EXACTLY_ONCE_CONFIG_DEF
 
 TOPICS = "topics"
 TOPICS_REGEX = "topics.regex"
@@ -55,21 +55,22 @@ SINK_CONFIG_DEF = ConfigDef([
 ])
 
 
-_SOURCE_DEF = CONNECTOR_CONFIG_DEF.merged(SOURCE_CONFIG_DEF)
-
-
 def is_sink(connector_class: type[Connector]) -> bool:
     """Whether ``connector_class`` is a sink connector."""
     return getattr(connector_class, "type", None) == "sink"
 
 
 def connector_config_def(connector_class: type[Connector]) -> ConfigDef:
-    """The framework's settings of a connector of this class: the common ones, plus ``topics`` for a
-    sink, or the exactly-once settings (:mod:`~mirrorline.runtime.source_config`) for a source."""
+    """The framework's settings of a connector of this class: the common ones, plus ``topics`` for a sink
+    or, for a source, ``topic.creation.groups`` (its per-group settings depend on the config:
+    :func:`mirrorline.runtime.topic_creation.validate`) and the exactly-once settings
+    (:mod:`~mirrorline.runtime.source_config`)."""
     if is_sink(connector_class):
         return CONNECTOR_CONFIG_DEF.merged(SINK_CONFIG_DEF)
     if getattr(connector_class, "type", None) == "source":
-        return _SOURCE_DEF
+        from mirrorline.runtime.topic_creation import SOURCE_CONFIG_DEF
+
+        return CONNECTOR_CONFIG_DEF.merged(SOURCE_CONFIG_DEF).merged(EXACTLY_ONCE_CONFIG_DEF)
     return CONNECTOR_CONFIG_DEF
 
 

@@ -8,7 +8,8 @@ two kinds of task live here:
   records FAILED with the trace, logs and counts it). A task never says RUNNING while doing
   nothing.
 - **Retrying.** While a retriable error lasts, the task says so in its status
-  (``"warnings": {"retrying": ...}``) and in the ``task_retrying`` gauge.
+  (``"warnings": {"retrying": ...}``) and in the ``task_retrying`` gauge. A source task retries
+  writes for at most ``delivery.timeout.ms``, then fails (:mod:`mirrorline.runtime.worker_task`).
 - **Shutdown of the record pipeline.** The task's own background work
   (``context.run_in_background``), its transforms, converters and error reporters are closed in
   one place, whatever the kind of task.
@@ -43,6 +44,7 @@ RETRY_BACKOFF_MAX_S = 10.0
 #: The status warning keys the runtime itself reports.
 RETRYING = "retrying"
 STALLED = "stalled"
+UNACKNOWLEDGED = "unacknowledged"
 
 
 class TaskRunner:

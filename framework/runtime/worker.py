@@ -30,16 +30,17 @@ from mirrorline.plugins import PluginRegistry
 from mirrorline.runtime import metrics
 from mirrorline.runtime.bounded import bounded
 from mirrorline.runtime.config_providers import ConfigResolver, has_references, provider_classes
-from mirrorline.runtime.connector_config import PRODUCER_OVERRIDE_PREFIX
+from mirrorline.runtime.connector_config import ADMIN_OVERRIDE_PREFIX, PRODUCER_OVERRIDE_PREFIX
 from mirrorline.runtime.context import StoreOffsetReader, WorkerConnectorContext
 from mirrorline.runtime.worker_config import PRODUCER_PREFIX
 from mirrorline.runtime.sink_config import connector_config_def, is_sink
 from mirrorline.runtime.sink_task import build_worker_sink_task
 from mirrorline.runtime.converters import source_converters, validate_converters
 from mirrorline.runtime.error_handling import ErrorHandler
+from mirrorline.runtime.topic_creation import TopicCreation, TopicCreator
 from mirrorline.runtime.transform_chain import build_chain
 from mirrorline.runtime.exactly_once_task import ExactlyOnceSettings, ExactlyOnceWorkerSourceTask
-from mirrorline.runtime.worker_task import WorkerSourceTask
+from mirrorline.runtime.worker_task import DEFAULT_DELIVERY_TIMEOUT_MS, WorkerSourceTask
 from mirrorline.storage.offsets import OffsetStore
 from mirrorline.storage.status import State, Status, StatusStore
 
@@ -64,6 +65,21 @@ def _as_setting(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return ",".join(_as_setting(v) for v in value)
     return "" if value is None else str(value)
+
+
+def _delivery_timeout_ms(value: Any) -> int:
+    """The producer's ``delivery.timeout.ms`` (Kafka's default when unset); ConfigError if it is not a positive number."""
+    if value is None:
+        return DEFAULT_DELIVERY_TIMEOUT_MS
+    try:
+        parsed = int(str(value).strip())
+    except ValueError:
+        parsed = 0
+    if parsed < 1:
+        raise ConfigError(f"delivery.timeout.ms (producer.delivery.timeout.ms on the worker or "
+                          f"producer.override.delivery.timeout.ms on the connector): {value!r} is not a positive "
+                          f"number of milliseconds")
+    return parsed
 
 
 def _trace(exc: BaseException) -> str:
@@ -278,20 +294,28 @@ class Worker:
             return
         try:  # None when all three are ByteArrayConverter: the mirror path runs no converter code
             converters = source_converters(connector_settings, self.config, self.plugins)
+            producer_props = {
+                "bootstrap.servers": ",".join(self.config["bootstrap.servers"]),
+                "client.id": f"{self.config['client.id']}-{task_id}",
+                **self.config.with_prefix(PRODUCER_PREFIX),
+                **connector_settings.with_prefix(PRODUCER_OVERRIDE_PREFIX),
+            }
+            delivery_timeout_ms = _delivery_timeout_ms(producer_props.pop("delivery.timeout.ms", None))
+            creation = TopicCreation.from_config(connector_settings.originals, self.config["topic.creation.enable"])
+            kwargs, ignored = client_kwargs(producer_props, "producer")
+            creator = None if creation is None else TopicCreator(task_id, creation, self._admin_kwargs(
+                task_id, connector_settings))
         except Exception as exc:
             if transforms is not None:
                 transforms.close()
             await self._fail_task(task_id, exc)
             return
-        producer_props = {
-            "bootstrap.servers": ",".join(self.config["bootstrap.servers"]),
-            "client.id": f"{self.config['client.id']}-{task_id}",
-            **self.config.with_prefix(PRODUCER_PREFIX),
-            **connector_settings.with_prefix(PRODUCER_OVERRIDE_PREFIX),
-        }
-        kwargs, ignored = client_kwargs(producer_props, "producer")
         if ignored:
             log.info("Task %s: producer settings with no aiokafka equivalent are ignored: %s", task_id, ignored)
+        # No topic creation and a connector that does not create its topics: let the broker's
+        # auto.create.topics.enable decide, as for Kafka Connect's producer.
+        kwargs["allow_auto_create_topics"] = creation is None and not getattr(connector_class, "creates_own_topics",
+                                                                              False)
         runner: type[WorkerSourceTask] = WorkerSourceTask
         extra: dict[str, Any] = {}
         try:
@@ -312,10 +336,22 @@ class Worker:
             flush_interval_s=self.config["offset.flush.interval.ms"] / 1000,
             start_timeout_s=self.start_timeout_s, stall_timeout_s=self.config["task.stall.timeout.ms"] / 1000,
             on_topic=self._on_topic, transforms=transforms, converters=converters,
-            errors=ErrorHandler.from_config(task_id, connector_settings), **extra)
+            errors=ErrorHandler.from_config(task_id, connector_settings), topic_creator=creator,
+            delivery_timeout_s=delivery_timeout_ms / 1000, **extra)
         self.tasks[task_id] = worker_task
         await self.set_task_state(task_id, State.UNASSIGNED)
         await worker_task.start(paused=paused)
+
+    def _admin_kwargs(self, task_id: ConnectorTaskId, connector_settings: Config) -> dict[str, Any]:
+        """aiokafka arguments of a source task's topic admin client: the worker's ``bootstrap.servers``
+        and ``admin.*`` settings, then the connector's ``admin.override.*`` (Connect's prefixes)."""
+        kwargs, _ = client_kwargs({
+            "bootstrap.servers": ",".join(self.config["bootstrap.servers"]),
+            "client.id": f"{self.config['client.id']}-{task_id}-admin",
+            **self.config.with_prefix("admin."),
+            **connector_settings.with_prefix(ADMIN_OVERRIDE_PREFIX),
+        }, "admin")
+        return kwargs
 
     async def stop_task(self, task_id: ConnectorTaskId) -> None:
         """Stop one task, storing the offsets of what it wrote; bounded by the graceful timeout."""

@@ -85,6 +85,15 @@ WORKER_CONFIG_DEF = ConfigDef([
               importance=Importance.LOW,
               doc="Largest REST request body accepted; a larger one is refused with 413 before anything is "
                   "written (beyond Connect)."),
+    ConfigKey("topic.creation.enable", Type.BOOLEAN, default="true", importance=Importance.LOW,
+              doc="Whether to allow automatic creation of topics used by source connectors, when source connectors "
+                  "are configured with `topic.creation.` properties. Each task will use an admin client to create "
+                  "its topics and will not depend on the Kafka brokers to create topics automatically (Connect's "
+                  "setting, KIP-158; the admin client takes bootstrap.servers, admin.* and the connector's "
+                  "admin.override.* settings). A source connector without topic.creation.* settings, or any source "
+                  "connector when this is false, writes with a producer that lets the broker's "
+                  "auto.create.topics.enable decide, as Connect's does; connectors that create their own topics "
+                  "(the MirrorMaker 2 connectors) never let a broker create one."),
     ConfigKey("topic.tracking.enable", Type.BOOLEAN, default="true", importance=Importance.LOW,
               doc="Record the topics each connector writes to (GET /connectors/{name}/topics)."),
     ConfigKey("topic.tracking.allow.reset", Type.BOOLEAN, default="true", importance=Importance.LOW,

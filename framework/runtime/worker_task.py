@@ -22,13 +22,20 @@ and ``poll`` may also return :class:`~mirrorline.api.records.SourceBatch` items,
 producer writes whole (:meth:`RecordProducer.send_record_batch`); their source offset is tracked
 like a record's, and the task gets ``commit_batch`` with the first record's offset.
 
-Supervision: the task is RUNNING only while all of its loops (poll, acks, flush, watchdog)
-run. An exception escaping any of them, ``start``, or a record the target refuses, stops
-every loop and reports the failure once through ``on_failure`` (the Worker records FAILED
+Topic creation (KIP-158): with a :class:`~mirrorline.runtime.topic_creation.TopicCreator`, a
+topic the task has not written to yet is described, and created with its group's settings if
+missing, before the first record goes to the producer (after the transforms, as in Connect).
+
+Supervision: the task is RUNNING only while all of its loops (poll, acks, flush, watchdog,
+delivery) run. An exception escaping any of them, ``start``, or a record the target refuses,
+stops every loop and reports the failure once through ``on_failure`` (the Worker records FAILED
 with the trace, logs it, counts it, and the supervisor restarts the task later). Retriable
-errors (a broker down, a partition not known yet, a full producer buffer) are not failures:
-the same call is retried with back-off, in order, and the task says so in its status while
-it lasts (``"warnings"``).
+errors (a broker down, a partition not known yet, a full producer buffer) are not failures at
+first: the same call is retried with back-off, in order, and the task says so in its status
+while it lasts (``"warnings"``). They are bounded by the producer's ``delivery.timeout.ms``
+(120 s by default, as in Kafka): a record the producer keeps refusing for longer, or records in
+flight with no acknowledgement for that long, fail the task with the last error, so a write a
+plugin cannot fix never hides behind RUNNING.
 """
 
 from __future__ import annotations
@@ -53,10 +60,12 @@ from mirrorline.runtime.context import WorkerSourceTaskContext
 from mirrorline.runtime.converters import RecordConverters
 from mirrorline.runtime.error_handling import SKIP, ErrorHandler, Stage
 from mirrorline.runtime.offset_tracker import OffsetTracker, TransformedOffsetTracker
+from mirrorline.runtime.topic_creation import TopicCreator
 from mirrorline.runtime.task_runner import (
     RETRY_BACKOFF_MAX_S,
     RETRY_BACKOFF_S,
     STALLED,
+    UNACKNOWLEDGED,
     FailureCallback,
     StatusCallback,
     TaskRunner,
@@ -67,6 +76,8 @@ from mirrorline.storage.status import State
 
 log = logging.getLogger(__name__)
 
+#: Kafka's default ``delivery.timeout.ms``: how long a write may keep failing before the task fails.
+DEFAULT_DELIVERY_TIMEOUT_MS = 120_000
 
 
 class RecordWriteError(ConnectError):
@@ -90,7 +101,9 @@ class WorkerSourceTask(TaskRunner):
                  on_status: StatusCallback, on_failure: FailureCallback, flush_interval_s: float,
                  start_timeout_s: float = 60.0, stall_timeout_s: float = 60.0,
                  on_topic: Callable[[str, str], None] | None = None, transforms: TransformChain | None = None,
-                 converters: RecordConverters | None = None, errors: ErrorHandler | None = None):
+                 converters: RecordConverters | None = None, errors: ErrorHandler | None = None,
+                 topic_creator: TopicCreator | None = None,
+                 delivery_timeout_s: float = DEFAULT_DELIVERY_TIMEOUT_MS / 1000):
         super().__init__(task_id, task, config, on_status=on_status, on_failure=on_failure,
                          flush_interval_s=flush_interval_s, start_timeout_s=start_timeout_s, on_topic=on_topic,
                          transforms=transforms, converters=converters, errors=errors)
@@ -110,6 +123,12 @@ class WorkerSourceTask(TaskRunner):
         self._started = False
         self._topics: set[str] = set()
         self._last_progress = time.monotonic()
+        self._creator = topic_creator
+        self._delivery_timeout_s = delivery_timeout_s
+        #: records and batches handed to the producer and not acknowledged yet, and since when
+        #: that count has been above 0 without an acknowledgement
+        self._in_flight = 0
+        self._unacked_since = time.monotonic()
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self, paused: bool = False) -> None:
@@ -137,7 +156,7 @@ class WorkerSourceTask(TaskRunner):
         else:
             await self._on_status(self.id, State.RUNNING, None)
         for loop, name in ((self._poll_loop, "poll"), (self._ack_loop, "acks"), (self._flush_loop, "flush"),
-                           (self._watchdog_loop, "watchdog")):
+                           (self._watchdog_loop, "watchdog"), (self._delivery_loop, "delivery")):
             self._background.spawn(self._supervised(loop, name), name)
 
     async def pause(self) -> None:
@@ -172,6 +191,11 @@ class WorkerSourceTask(TaskRunner):
             self._started = False
             await self._call_task("stop", self.task.stop(), timeout)
         await self._close_pipeline(timeout)
+        if self._creator is not None:
+            try:
+                await bounded(self._creator.close(), timeout, f"Task {self.id}: closing its topic admin client")
+            except Exception as exc:
+                log.warning("Task %s: its topic admin client did not close cleanly: %r", self.id, exc)
         if self._producer is not None:
             try:
                 await bounded(self._producer.stop(), timeout, f"Task {self.id}: stopping its producer")
@@ -273,6 +297,34 @@ class WorkerSourceTask(TaskRunner):
                 metrics.TASK_STALLED.labels(*self._labels).set(0)
                 log.info("Task %s is no longer stalled", self.id)
 
+    async def _delivery_loop(self) -> None:
+        """Bound how long writes may go unacknowledged: aiokafka retries an idempotent producer's batches
+        without end, where Java's gives up after ``delivery.timeout.ms`` and Connect fails the task.
+
+        Past a quarter of the bound the status says so (``"warnings"``), and past the bound the task fails."""
+        interval = min(5.0, self._delivery_timeout_s / 4)
+        while True:
+            await asyncio.sleep(interval)
+            waited = time.monotonic() - self._unacked_since
+            if not self._in_flight or waited < interval:
+                if self.warnings.pop(UNACKNOWLEDGED, None) is not None:
+                    log.info("Task %s: its writes are acknowledged again", self.id)
+                continue
+            bound_ms = f"{self._delivery_timeout_s * 1000:.0f}"
+            if waited > self._delivery_timeout_s:
+                raise RecordWriteError(
+                    f"Task {self.id}: {self._in_flight} writes were handed to the producer and none was "
+                    f"acknowledged for {waited:.0f}s (delivery.timeout.ms={bound_ms}): the target cluster does not "
+                    f"take this task's writes. Check its brokers (leaders, in-sync replicas against "
+                    f"min.insync.replicas, quotas, disk) and this task's log. Records after the last stored offset "
+                    f"are written again when the task restarts")
+            if UNACKNOWLEDGED not in self.warnings:
+                log.warning("Task %s: %d writes in flight and none acknowledged for %.0fs; the task fails at "
+                            "delivery.timeout.ms=%s", self.id, self._in_flight, waited, bound_ms)
+            self.warnings[UNACKNOWLEDGED] = (f"unacknowledged: {self._in_flight} writes in flight, none acknowledged "
+                                             f"for {waited:.0f}s; the task fails after {self._delivery_timeout_s:.0f}s "
+                                             f"(delivery.timeout.ms)")
+
     # -- producing -----------------------------------------------------------------------
     async def _process(self, record: SourceRecord) -> SourceRecord | None:
         """The record after the transforms and converters, or None when dropped or skipped on error."""
@@ -306,38 +358,76 @@ class WorkerSourceTask(TaskRunner):
         position is tracked, and it is what ``commit_record`` receives, as in Connect."""
         producer = self._producer
         assert producer is not None
+        if self._creator is not None and record.topic not in self._creator.known:
+            await self._create_topic(record)
         future = await self._retrying_send(record, lambda: producer.send(
             record.topic, value=record.value, key=record.key, partition=record.partition,
             timestamp_ms=record.timestamp, headers=list(record.headers) or None))
         source = record if original is None else original
         pending = self._tracker.submit(source.source_partition, source.source_offset)
+        self._sent()
         future.add_done_callback(lambda f: self._on_ack(f, record, pending, source))
 
     async def _send_batch(self, batch: SourceBatch) -> None:
         """Hand one whole record batch to the producer, retrying retriable refusals in place."""
         producer = self._producer
         assert producer is not None
+        if self._creator is not None and batch.topic not in self._creator.known:
+            await self._create_topic(batch)
         future = await self._retrying_send(batch, lambda: producer.send_record_batch(
             batch.topic, batch.partition, batch.data, batch.record_count))
         pending = self._tracker.submit(batch.source_partition, batch.source_offset)
+        self._sent()
         future.add_done_callback(lambda f: self._on_ack(f, batch, pending, batch))
+
+    def _sent(self) -> None:
+        """Count one more write in flight (the delivery bound measures from the first one unacknowledged)."""
+        if not self._in_flight:
+            self._unacked_since = time.monotonic()
+        self._in_flight += 1
+
+    async def _create_topic(self, item: SourceRecord | SourceBatch) -> None:
+        """Create ``item``'s topic if it is missing (KIP-158), retrying retriable errors like a send."""
+        creator = self._creator
+        assert creator is not None
+        await self._retrying(item, lambda: creator.ensure(item.topic), f"creating topic {item.topic}", wrap=False)
 
     async def _retrying_send(self, item: SourceRecord | SourceBatch, send) -> asyncio.Future:
         """``await send()`` until the producer takes ``item``, backing off on retriable refusals (order is
         kept: nothing after it is sent meanwhile); a final refusal raises :class:`RecordWriteError`."""
+        return await self._retrying(item, send, f"writing to {item.topic}")
+
+    async def _retrying(self, item: SourceRecord | SourceBatch, call, what: str, wrap: bool = True) -> Any:
+        """``await call()``, retrying retriable errors with back-off for at most ``delivery.timeout.ms`` from
+        the first one, then raising a :class:`RecordWriteError` naming ``item``. Any other error is
+        raised at once: wrapped in one naming ``item`` when ``wrap``, else as it is (its own message
+        says what failed, as a topic creation's does)."""
         backoff = RETRY_BACKOFF_S
+        first_failure: float | None = None
         while True:
             try:
-                return await send()
+                return await call()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                now = time.monotonic()
+                first_failure = now if first_failure is None else first_failure
+                waited = now - first_failure
                 if not is_retriable(exc):
-                    raise self._write_error(item, exc) from exc
-                log.warning("Task %s: writing to %s partition %s is retried in %.0fs: %r", self.id, item.topic,
-                            item.partition, backoff, exc)
-                self._set_retrying(f"writing to {item.topic} is retrying: {exc!r}")
-                await asyncio.sleep(backoff)
+                    if wrap:
+                        raise self._write_error(item, exc) from exc
+                    raise
+                if waited >= self._delivery_timeout_s:
+                    gave_up = RecordWriteError(
+                        f"{what} kept failing with retriable errors for {waited:.0f}s, longer than "
+                        f"delivery.timeout.ms={self._delivery_timeout_s * 1000:.0f}; the last one: {exc!r}")
+                    gave_up.__cause__ = exc
+                    raise self._write_error(item, gave_up) from gave_up
+                log.warning("Task %s: %s (partition %s) is retried in %.0fs: %r", self.id, what, item.partition,
+                            backoff, exc)
+                self._set_retrying(f"{what} is retrying ({waited:.0f}s so far; the task fails after "
+                                   f"{self._delivery_timeout_s:.0f}s, delivery.timeout.ms): {exc!r}")
+                await asyncio.sleep(min(backoff, max(self._delivery_timeout_s - waited, 0.01)))
                 backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
 
     def _write_error(self, record: SourceRecord | SourceBatch, exc: BaseException,
@@ -351,6 +441,7 @@ class WorkerSourceTask(TaskRunner):
 
     def _on_ack(self, future: asyncio.Future, record: SourceRecord | SourceBatch, pending,
                 source: SourceRecord | SourceBatch) -> None:
+        self._in_flight -= 1
         if future.cancelled():
             return
         error = future.exception()  # retrieved even when failed already, so asyncio does not complain
@@ -364,7 +455,7 @@ class WorkerSourceTask(TaskRunner):
             return
         metadata = future.result()
         released = self._tracker.ack(pending)  # dropped records this makes done (transforms only)
-        self._last_progress = time.monotonic()
+        self._last_progress = self._unacked_since = time.monotonic()
         self._acked.append((source, RecordMetadata(metadata.topic, metadata.partition, metadata.offset,
                                                    metadata.timestamp)))
         if released:

@@ -4,7 +4,7 @@ pyspark's wheel carries Spark's jars but not the Kafka connector. Its version mu
 installed pyspark's (``spark-sql-kafka-0-10_2.13:<pyspark version>``); Maven Central has it for
 4.2.0 but not for 4.2.1 or 4.3.0 (checked 2026-11-23), which is why the ``spark`` extra pins
 pyspark. The connector and its runtime dependencies are fetched once with Maven into
-``<cache>/spark-kafka-<version>/libs`` (the cache of :mod:`mirrorline.localkafka.artifacts`);
+``<cache>/spark-kafka-<version>/libs`` (the cache of :mod:`mirrorline.maven`);
 jars pyspark already ships (slf4j, lz4, snappy, zstd ...) are left out so that one copy of each
 class is on the classpath. Later sessions start without touching the network.
 """
@@ -14,8 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mirrorline.localkafka.artifacts import resolve_maven_classpath
-from mirrorline.localkafka.errors import LocalKafkaError
+from mirrorline.maven import MavenError, resolve_maven_classpath
 from mirrorline.spark.errors import SparkUnavailable
 
 SCALA_BINARY = "2.13"
@@ -50,17 +49,9 @@ def spark_kafka_jars(spark_version: str, spark_jars_dir: Path, cache_dir: Path |
     try:
         jars = resolve_maven_classpath(f"spark-kafka-{spark_version}",
                                        _POM.format(spark=spark_version, scala=SCALA_BINARY), connector, cache_dir)
-    except LocalKafkaError as exc:
+    except MavenError as exc:
         raise SparkUnavailable(f"{exc} (Spark's Kafka connector must match the installed pyspark {spark_version}; "
                                f"pip install 'mirrorline[spark]' installs a matching pyspark)") from None
     shipped = {artifact_name(p.name) for p in spark_jars_dir.glob("*.jar")}
     found = sorted(p for p in jars.glob("*.jar") if artifact_name(p.name) not in shipped)
     return sorted(found, key=lambda p: not p.name.startswith("spark-sql-kafka"))
-
-
-def prefetch() -> None:
-    """Download the Kafka connector for the installed pyspark now (``scripts/bootstrap``); no-op when cached."""
-    from mirrorline.spark.session import import_pyspark
-
-    pyspark = import_pyspark()
-    spark_kafka_jars(pyspark.__version__, Path(pyspark.__file__).parent / "jars")

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from mirrorline.localkafka.artifacts import default_cache_dir
+from mirrorline.maven import default_cache_dir
 from mirrorline.spark.artifacts import spark_kafka_jars
 from mirrorline.spark.errors import SparkUnavailable
 
@@ -156,3 +156,9 @@ def spark_session(settings: Mapping[str, str]) -> SparkSession:
 def ui_url(session: SparkSession) -> str | None:
     """The Spark UI's address for ``session`` (None when the UI is disabled)."""
     return session.sparkContext.uiWebUrl
+
+
+def prefetch() -> None:
+    """Download the Kafka connector for the installed pyspark now (``scripts/bootstrap``); no-op when cached."""
+    pyspark = import_pyspark()
+    spark_kafka_jars(pyspark.__version__, Path(pyspark.__file__).parent / "jars")

@@ -24,13 +24,18 @@ and is compacted. Records, string keys and schemaless JSON values, as Java Conne
   after a connector's latest such record make it *pending fencing* (:meth:`KafkaConfigStore.
   pending_fencing`): its new tasks wait until the next record. Each complete commit of task
   configs is a new *generation* (:meth:`KafkaConfigStore.task_generation`).
+- ``restart-connector-<name>`` -> ``{"include-tasks": bool, "only-failed": bool}``: a restart of the
+  connector and (some of) its tasks, written by the leader; every worker restarts what it runs
+  of it. Only requests read after ``start()`` are acted on (as Connect: an old request left in
+  the compacted topic is not carried out again by a worker that starts later).
 
-Other record types (``restart-connector-*``, ``logger-cluster-*``) are skipped. Records that cannot be parsed are logged and skipped.
+Other record types (``logger-cluster-*``) are skipped. Records that cannot be parsed are logged and skipped.
 
 ``put_*`` and ``remove_connector`` write, then read the topic to its end, so the change is
 visible on return. The ``listener`` is called with ``(kind, connector)`` - kind ``"connector"``
-(config written or deleted), ``"tasks"`` (task configs committed), ``"target_state"`` or
-``"fencing"`` (a task-count record) -
+(config written or deleted), ``"tasks"`` (task configs committed), ``"target_state"``,
+``"fencing"`` (a task-count record) or ``"restart"`` (a restart request, read with
+:meth:`KafkaConfigStore.restart_request`) -
 for changes read after ``start()`` loaded the existing records, including this store's own
 writes; it runs on the event loop and must not block. ``offset`` is the config-topic offset
 read so far (the next offset to read; -1 before anything was read), what Connect workers
@@ -67,6 +72,7 @@ COMMIT_PREFIX = "commit-"
 TARGET_STATE_PREFIX = "target-state-"
 TASK_COUNT_PREFIX = "tasks-fencing-"
 SESSION_KEY_KEY = "session-key"
+RESTART_PREFIX = "restart-connector-"
 
 
 @dataclass(frozen=True)
@@ -118,6 +124,7 @@ class KafkaConfigStore(LogBackedStore, ConfigStore):
         self._task_count_records: dict[str, int] = {}
         self._pending_fencing: set[str] = set()
         self._generations: dict[str, int] = {}
+        self._restart_requests: dict[str, tuple[bool, bool]] = {}
         self._session_key: SessionKey | None = None
         self._previous_session_key: SessionKey | None = None
         self._offset = -1
@@ -214,6 +221,14 @@ class KafkaConfigStore(LogBackedStore, ConfigStore):
         """Write ``tasks-fencing-<connector>`` (the leader's job, after fencing); visible on return."""
         await self._write([(TASK_COUNT_PREFIX + connector, {"task-count": int(count)})])
 
+    async def put_restart_request(self, connector: str, *, include_tasks: bool, only_failed: bool) -> None:
+        """Write Connect's restart request for ``connector`` (the leader's job)."""
+        await self._write([(RESTART_PREFIX + connector, {"include-tasks": include_tasks, "only-failed": only_failed})])
+
+    def restart_request(self, connector: str) -> tuple[bool, bool]:
+        """``(include_tasks, only_failed)`` of the latest restart request read for ``connector``."""
+        return self._restart_requests.get(connector, (False, False))
+
     async def put_session_key(self, key: SessionKey) -> None:
         """Write a new session key (the leader's job); visible in :attr:`session_key` on return."""
         await self._write([(SESSION_KEY_KEY, key.record_value())])
@@ -248,6 +263,8 @@ class KafkaConfigStore(LogBackedStore, ConfigStore):
             self._on_task_count(key[len(TASK_COUNT_PREFIX):], value)
         elif key == SESSION_KEY_KEY:
             self._on_session_key(value)
+        elif key.startswith(RESTART_PREFIX):
+            self._on_restart_request(key[len(RESTART_PREFIX):], value)
         else:
             log.debug("config topic %s: skipping record %r", record.topic, key)
 
@@ -324,6 +341,17 @@ class KafkaConfigStore(LogBackedStore, ConfigStore):
                 log.error("config topic: skipping unknown target state %r of connector %r", name, connector)
                 return
         self._notify("target_state", connector)
+
+    def _on_restart_request(self, connector: str, value: dict | None) -> None:
+        if value is None:
+            return
+        include_tasks, only_failed = value.get("include-tasks", False), value.get("only-failed", False)
+        if not isinstance(include_tasks, bool) or not isinstance(only_failed, bool):
+            log.error("config topic: skipping restart request of connector %r with non-boolean flags: %r",
+                      connector, value)
+            return
+        self._restart_requests[connector] = (include_tasks, only_failed)
+        self._notify("restart", connector)
 
     def _on_session_key(self, value: dict | None) -> None:
         if value is None:

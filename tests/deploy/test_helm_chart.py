@@ -21,7 +21,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from mirrorline.connectors.mirror_client.mm2_config import MirrorMakerConfig
+from mirrorline.connectors.mm2.mm2_config import MirrorMakerConfig
 from mirrorline.connectors.mm2.command import worker_specs
 from mirrorline.clients.configfile import parse_properties
 from mirrorline.runtime.worker_config import DISTRIBUTED_CONFIG_DEF

@@ -1,5 +1,8 @@
 """The stall watchdog on a real broker: a task with records waiting upstream whose target stops
-answering says so (status warning and metric) while it lasts, and recovers without loss.
+answering says so (status warning and metric) while it lasts, and recovers without loss. And the
+bound on unacknowledged writes: a task whose target stops answering for longer than the producer's
+``delivery.timeout.ms`` is FAILED with the reason (not left RUNNING), and is restarted by
+``restart.on.failure.enable`` once the target answers again, losing nothing.
 
 Runs on the fault scenarios' own clusters (FA/FB): the target broker is frozen with SIGSTOP.
 """
@@ -7,6 +10,7 @@ Runs on the fault scenarios' own clusters (FA/FB): the target broker is frozen w
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -60,3 +64,33 @@ async def test_stalled_task_is_flagged_while_the_target_is_frozen(broken_cluster
         assert values == {f"{p}{i}".encode() for p in "ab" for i in range(RECORDS)}
         _, text = await rest.call("GET", "/metrics")
         assert _metric(text, "kafka_connect_task_stalled", name) == 0.0
+
+
+async def test_writes_unacknowledged_past_delivery_timeout_fail_the_task_which_restarts(broken_clusters, unique_name,
+                                                                                       tmp_path):
+    target = broken_clusters.target
+    topic = unique_name("unacked")
+    await create_topic(target.bootstrap_servers, topic, 1)
+    name = unique_name("seq")
+    total = 2000
+    config = {"name": name, "connector.class": "SequenceSource", "topic": topic, "records.per.poll": "50",
+              "poll.interval.ms": "50", "max.records": str(total), "producer.override.delivery.timeout.ms": "3000"}
+    worker = {"bootstrap.servers": target.bootstrap_servers, "offset.storage.file.filename": str(tmp_path / "offsets"),
+              "restart.backoff.initial.ms": "1000", "restart.backoff.max.ms": "2000"}
+    async with running_standalone(worker, [config]) as url, Rest(url) as rest:
+        await rest.wait_for(f"/connectors/{name}/status", all_running(1))
+        await read_all(target.bootstrap_servers, topic, expect=100, timeout=30)
+        with paused_broker(broken_clusters.target_cluster):
+            failed = await rest.wait_for(f"/connectors/{name}/status",
+                                         lambda s: s["tasks"][0]["state"] == "FAILED", timeout=30)
+        trace = failed["tasks"][0]["trace"]
+        assert "delivery.timeout.ms=3000" in trace, trace
+        assert failed["connector"]["state"] == "RUNNING"
+        await rest.wait_for(f"/connectors/{name}/status",
+                            lambda s: s["tasks"][0].get("restarts", 0) >= 1 and all_running(1)(s), timeout=90)
+        # done once the last record's offset is stored (a count would also count the records written twice)
+        await rest.wait_for(f"/connectors/{name}/offsets",
+                            lambda o: [e["offset"]["seq"] for e in o["offsets"]] == [total - 1], timeout=90)
+        copied = await read_all(target.bootstrap_servers, topic, timeout=30)
+    seqs = {json.loads(r.value)["seq"] for r in copied[0]}
+    assert seqs == set(range(total))  # restarted from its stored offsets: nothing lost (repeats allowed)

@@ -264,13 +264,13 @@ async def test_worker_endpoints_and_initial_state(cluster_a, make_topic, unique_
         assert status == 400 and "does not match" in body["message"]
 
         # log levels change at run time
-        status, changed = await rest.call("PUT", "/admin/loggers/framework.runtime", {"level": "DEBUG"})
+        status, changed = await rest.call("PUT", "/admin/loggers/mirrorline.runtime", {"level": "DEBUG"})
         assert status == 200 and "mirrorline.runtime" in changed
-        status, level = await rest.call("GET", "/admin/loggers/framework.runtime")
+        status, level = await rest.call("GET", "/admin/loggers/mirrorline.runtime")
         assert level["level"] == "DEBUG"
-        status, body = await rest.call("PUT", "/admin/loggers/framework.runtime", {"level": "LOUD"})
+        status, body = await rest.call("PUT", "/admin/loggers/mirrorline.runtime", {"level": "LOUD"})
         assert status == 404
-        await rest.call("PUT", "/admin/loggers/framework.runtime", {"level": "INFO"})
+        await rest.call("PUT", "/admin/loggers/mirrorline.runtime", {"level": "INFO"})
 
         # the OpenAPI document describes the served API
         status, doc = await rest.call("GET", "/openapi.json")

@@ -102,6 +102,7 @@ class InMemoryConfigStore(MemoryConfigStore):
         self.listener: Callable[[str, str], None] | None = None
         self.writes: list[tuple[str, str, Any]] = []
         self.read_to_end_calls = 0
+        self._restart_requests: dict[str, tuple[bool, bool]] = {}
         self._records = 0
         self._pending_notifications = 0
         self._started = False
@@ -148,6 +149,13 @@ class InMemoryConfigStore(MemoryConfigStore):
     async def put_target_state(self, connector, state):
         await super().put_target_state(connector, TargetState(state))
         self._written(1, ("target_state", connector, TargetState(state)))
+
+    async def put_restart_request(self, connector, *, include_tasks, only_failed):
+        self._restart_requests[connector] = (include_tasks, only_failed)
+        self._written(1, ("restart", connector, (include_tasks, only_failed)))
+
+    def restart_request(self, connector):
+        return self._restart_requests.get(connector, (False, False))
 
     def _written(self, records: int, *changes: tuple[str, str, Any]) -> None:
         self._records += records

@@ -22,7 +22,7 @@ async def running_standalone(worker_config: dict[str, str], connectors: list[dic
     With ``"listeners": "https://127.0.0.1:0"`` (and the ``listeners.https.ssl.*`` settings) the
     URL is an https one.
     """
-    from mirrorline.runtime.standalone_process import run_standalone
+    from mirrorline.boot.standalone import run_standalone
 
     stop = asyncio.Event()
     ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()

@@ -15,7 +15,7 @@ import pytest
 
 from mirrorline.api.errors import ConnectError
 from mirrorline.cli import main as cli
-from mirrorline.runtime.process import Listener, check_listener_free, serve
+from mirrorline.boot.process import Listener, check_listener_free, serve
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:

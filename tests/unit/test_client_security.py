@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mirrorline.connectors.mirror_client.config import client_props
-from mirrorline.connectors.mirror_client.mm2_config import MirrorMakerConfig
+from mirrorline.connectors.mm2.mm2_config import MirrorMakerConfig
 from mirrorline.api import ConfigError, Password
 from mirrorline.clients.kafka_clients import client_kwargs
 from mirrorline.localkafka.tls import make_ca, write_tls_material

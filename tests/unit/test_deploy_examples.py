@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mirrorline.connectors.mirror_client.mm2_config import CONNECTOR_NAMES, MirrorMakerConfig
+from mirrorline.connectors.mm2.mm2_config import CONNECTOR_NAMES, MirrorMakerConfig
 from mirrorline.connectors.mm2.command import worker_specs
 from mirrorline.clients.configfile import load_config_file
 from mirrorline.plugins import PluginRegistry

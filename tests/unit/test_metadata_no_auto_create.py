@@ -7,7 +7,6 @@ import aiokafka
 import pytest
 from aiokafka.protocol.metadata import MetadataRequest, MetadataRequest_v1, MetadataRequest_v4, MetadataRequest_v5
 
-import mirrorline  # noqa: F401  (installs the patch, as any mirrorline import does)
 from mirrorline.api import PartitionNotAvailableError, RetriableError
 from mirrorline.clients import no_auto_create
 from mirrorline.clients.kafka_clients import client_kwargs
@@ -26,6 +25,29 @@ def test_explicit_choice_is_kept_and_topics_untouched():
     assert MetadataRequest(["t"], allow_auto_topic_creation=True).build(MetadataRequest_v5).allow_auto_topic_creation
     assert MetadataRequest(["a", "b"]).build(MetadataRequest_v5).topics == ["a", "b"]
     assert MetadataRequest(["a"]).build(MetadataRequest_v1).topics == ["a"]  # v1-3 have no flag at all
+
+
+def _installed_after(code: str) -> bool:
+    """Whether the patch is installed in a fresh interpreter after running ``code``."""
+    import subprocess
+    import sys
+
+    probe = f"{code}\nfrom mirrorline.clients import no_auto_create\nprint(no_auto_create.is_installed())"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    return out.strip().splitlines()[-1] == "True"
+
+
+def test_importing_mirrorline_patches_nothing():
+    assert not _installed_after("import mirrorline, mirrorline.runtime.worker, mirrorline.connectors.source_mirror.task")
+
+
+def test_configuring_any_client_installs_the_patch_first():
+    assert _installed_after("from mirrorline.clients.kafka_clients import client_kwargs\n"
+                            "client_kwargs({'bootstrap.servers': 'a:9092'}, 'admin')")
+
+
+def test_the_command_line_installs_it_at_start():
+    assert _installed_after("from mirrorline.cli.main import main\nmain(['plugins'])")
 
 
 def test_install_is_idempotent():

@@ -13,7 +13,7 @@ from mirrorline.api import ClusterState, NotFoundError
 from mirrorline.cli import main as cli
 from mirrorline.rest import create_app
 
-from mirrorline.connectors.mirror_client.topic_selection import (SelectionAccessDenied, SelectionKey, StoredSelection,
+from mirrorline.connectors.source_mirror.topic_selection import (SelectionAccessDenied, SelectionKey, StoredSelection,
                                                      check_includes)
 from mirrorline.connectors.source_mirror import rest_admin
 from mirrorline.connectors.source_mirror.config_topic import TaskConfigReader

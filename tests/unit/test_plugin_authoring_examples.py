@@ -1,8 +1,11 @@
-"""The examples of docs/plugin-authoring.md run as written: the 39-line plugin, and the test of it in
-"Testing your plugin", which uses the plugin test kit (mirrorline.testing.plugin_kit, conformance).
+"""The examples of docs/plugin-authoring.md that need no broker run as written.
 
-Both blocks are cut out of the document, written to a temporary directory and run with pytest in
-a subprocess, as a plugin author would run them; no broker is involved.
+Blocks are cut out of the pages by their ``<!-- example: project path -->`` markers
+(:mod:`support.doc_examples`), written to a temporary directory and run in a subprocess, as a
+plugin author would run them: the tick plugin's test (the plugin test kit: plugin_kit and
+conformance), the same test against a broken plugin (it must catch it), the "by hand" script, and
+the sink test of the built-in FileStreamSink. Every other plugin code block of the docs must say it
+is a fragment. The examples that need Kafka run in tests/integration/test_docs_examples.py.
 """
 
 from __future__ import annotations
@@ -13,30 +16,36 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-DOC = ROOT / "docs" / "plugin-authoring.md"
+from support.doc_examples import FRAGMENT, ROOT, examples, unmarked_blocks, write
+
+PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "asyncio_mode=auto"]
 
 
-def _block_after(marker: str) -> str:
-    """The first ```python block after ``marker`` in the document."""
-    text = DOC.read_text()
-    start = text.index(marker)
-    match = re.compile(r"```python\n(.*?)```", re.S).search(text, start)
-    assert match, f"no python block after {marker!r}"
-    return match.group(1)
+def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(cwd), str(ROOT)])})
+
+
+def tick_project(tmp_path: Path, **replace: str) -> Path:
+    files = dict(examples()["tick-plugin"])
+    for old, new in replace.items():
+        assert old in files["tick_plugin/__init__.py"]
+        files["tick_plugin/__init__.py"] = files["tick_plugin/__init__.py"].replace(old, new)
+    return write("tick-plugin", files, tmp_path)
+
+
+def test_every_plugin_code_block_is_an_example_or_says_it_is_a_fragment():
+    unmarked = [f"{b.where()} ({b.language}): {b.text.splitlines()[0]}" for b in unmarked_blocks()]
+    assert not unmarked, (f"mark these blocks <!-- example: PROJECT PATH --> (a complete example, then run by a "
+                          f"test) or start them with '{FRAGMENT} what is missing':\n" + "\n".join(unmarked))
+    projects = examples()  # also checks that the README's tick plugin is the guide's
+    assert {"tick-plugin", "tick-command", "count-job", "count-routes", "upper-converter", "prefix-transform",
+            "file-sink-test"} <= set(projects)
 
 
 def test_the_documented_plugin_test_passes_against_the_documented_plugin(tmp_path):
-    package = tmp_path / "tick_plugin"
-    package.mkdir()
-    (package / "__init__.py").write_text(_block_after("## A complete plugin in 39 lines"))
-    test_file = tmp_path / "test_tick_plugin.py"
-    test_file.write_text(_block_after("This `test_tick_plugin.py`"))
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", str(test_file), "-q", "-p", "no:cacheprovider", "-o", "asyncio_mode=auto",
-         "-W", "error::pytest.PytestUnraisableExceptionWarning"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])})
+    project = tick_project(tmp_path)
+    result = run([*PYTEST, "test_tick_plugin.py", "-W", "error::pytest.PytestUnraisableExceptionWarning"], project)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     summary = re.search(r"(\d+) passed", output)
@@ -47,17 +56,20 @@ def test_the_documented_plugin_test_passes_against_the_documented_plugin(tmp_pat
 
 def test_the_documented_test_would_catch_a_broken_plugin(tmp_path):
     """The doc's test is not vacuous: a tick task that does not resume after a restart fails it."""
-    package = tmp_path / "tick_plugin"
-    package.mkdir()
-    plugin = _block_after("## A complete plugin in 39 lines")
-    broken = plugin.replace('self.n = 0 if offset is None else offset["n"] + 1', "self.n = 0")
-    assert broken != plugin
-    (package / "__init__.py").write_text(broken)
-    test_file = tmp_path / "test_tick_plugin.py"
-    test_file.write_text(_block_after("This `test_tick_plugin.py`"))
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", str(test_file), "-q", "-p", "no:cacheprovider", "-o", "asyncio_mode=auto",
-         "-k", "resume"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])})
+    project = tick_project(tmp_path, **{'self.n = 0 if offset is None else offset["n"] + 1': "self.n = 0"})
+    result = run([*PYTEST, "test_tick_plugin.py", "-k", "resume"], project)
     assert result.returncode == 1 and "1 failed" in result.stdout, result.stdout + result.stderr
+
+
+def test_the_by_hand_script_polls_a_first_tick(tmp_path):
+    project = tick_project(tmp_path)
+    result = run([sys.executable, "try_tick.py"], project)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("[SourceRecord(") and "source_offset={'n': 0}" in result.stdout, result.stdout
+
+
+def test_the_documented_sink_test_passes(tmp_path):
+    # a test of the built-in FileStreamSink: nothing to install
+    (tmp_path / "test_file_sink.py").write_text(examples()["file-sink-test"]["test_file_sink.py"])
+    result = run([*PYTEST, "test_file_sink.py"], tmp_path)
+    assert result.returncode == 0 and "1 passed" in result.stdout, result.stdout + result.stderr

@@ -22,8 +22,8 @@ from mirrorline.rest.auth import (BASIC_AUTH_EXTENSION, PROPERTY_FILE_LOGIN_MODU
                                  credentials_from_config, jaas_path_from_java_options, parse_credentials, parse_jaas,
                                  rest_auth_from_config, sign_request, verify_signature, warn_if_open)
 from mirrorline.rest.tls import RestSslSettings, client_ssl_context, server_ssl_context, trusted_certificates_pem
-from mirrorline.runtime.distributed.forwarding import WorkerClient, connector_path
-from mirrorline.runtime.process import parse_listener, rest_security
+from mirrorline.rest.forwarding import WorkerClient, connector_path
+from mirrorline.boot.process import parse_listener, rest_security
 from mirrorline.runtime.worker_config import WORKER_CONFIG_DEF
 from mirrorline.storage.kafka_configs import KafkaConfigStore, SessionKey
 from test_rest_api import FakeHerder  # same folder: on sys.path under pytest

@@ -7,8 +7,15 @@ incremental, sticky assignment of :mod:`~mirrorline.runtime.distributed.assignme
 
 Who writes what:
 
-- connector configs, deletions and ``stop`` are written by the **leader**; other workers
-  forward those REST requests to it (``409`` while the group is rebalancing, as Connect);
+- connector configs, deletions, ``stop`` and restart requests are written by the **leader**;
+  on another worker these raise :class:`~mirrorline.runtime.herder.NotLeaderError` naming the
+  leader, and the REST layer forwards the request there (``409`` while the group is
+  rebalancing, as Connect);
+- restarts of one instance are carried out where it runs (elsewhere:
+  :class:`~mirrorline.runtime.herder.NotAssignedError` naming that worker); restarts of a
+  connector *and* its tasks (``includeTasks``/``onlyFailed``) are written by the leader to the
+  config topic as Connect's ``restart-connector-<name>`` records, and every worker restarts what
+  it runs of the plan;
 - pause and resume write the target state from whichever worker gets the request;
 - the worker running a connector generates its task configs and commits them to the config
   topic (Connect routes them through the leader; here the config topic orders them, and only
@@ -29,11 +36,11 @@ module), and a worker that learns it was dropped from the group stops everything
 from __future__ import annotations
 
 import asyncio
-import ssl
 import time
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
+from urllib.parse import urlparse
 
 from mirrorline.api.config import Config
 from mirrorline.api.errors import AlreadyExistsError, BadRequestError, NotFoundError, \
@@ -45,7 +52,6 @@ from mirrorline.runtime.background import BackgroundTasks
 from mirrorline.runtime.distributed import metrics
 from mirrorline.runtime.distributed.assignment import CONFIG_MISMATCH, Assignment, MemberState, assign
 from mirrorline.runtime.distributed.fencing import ZombieFencing
-from mirrorline.runtime.distributed.forwarding import WorkerClient, connector_path
 from mirrorline.runtime.exactly_once import DISABLED, ENABLED, transactional_id
 from mirrorline.runtime.exactly_once_task import ExactlyOnceSettings
 from mirrorline.runtime.source_config import (
@@ -57,7 +63,7 @@ from mirrorline.runtime.source_config import (
 from mirrorline.storage.connector_offsets import ConnectorOffsetStore
 from mirrorline.runtime.worker_config import EXACTLY_ONCE_SOURCE_SUPPORT
 from mirrorline.runtime.distributed.membership import MembershipListener, WorkerGroupMember
-from mirrorline.runtime.herder import REQUEST_FORWARDED
+from mirrorline.runtime.herder import NotAssignedError, NotLeaderError
 from mirrorline.storage.configs import TargetState
 from mirrorline.storage.kafka_configs import KafkaConfigStore, SessionKey
 from mirrorline.storage.kafka_offsets import KafkaOffsetStore
@@ -78,8 +84,7 @@ class DistributedHerder(AbstractHerder, MembershipListener):
 
     def __init__(self, worker_raw: Mapping[str, str], worker_config: Config, plugins: PluginRegistry, *,
                  kafka_cluster_id: str | None = None, managed_connectors: list[dict[str, str]] | None = None,
-                 stores: tuple[Any, Any, Any] | None = None, member: Any = None,
-                 forwarding_ssl_context: ssl.SSLContext | None = None):
+                 stores: tuple[Any, Any, Any] | None = None, member: Any = None):
         """``worker_raw`` are the worker settings as given (client settings included);
         ``managed_connectors`` are configs the leader keeps written (MM2 mode writes its flows' connectors).
 
@@ -87,7 +92,6 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         that drive the herder without a broker: the config store must offer ``offset``,
         ``inconsistent()``, ``read_to_end()`` and a settable ``listener``; the member
         ``start``/``stop``/``request_rejoin``, ``member_id``, ``generation`` and ``group_id``.
-        ``forwarding_ssl_context`` is the client TLS context for https workers.
         """
         self.plugins = plugins
         self.worker_config = worker_config
@@ -111,7 +115,6 @@ class DistributedHerder(AbstractHerder, MembershipListener):
             heartbeat_interval_ms=worker_config["heartbeat.interval.ms"],
             rebalance_timeout_ms=worker_config["rebalance.timeout.ms"])
         self.managed_connectors = list(managed_connectors or [])
-        self._client = WorkerClient(ssl_context=forwarding_ssl_context, signing_key=self._signing_key)
         self._events: asyncio.Queue = asyncio.Queue()
         self._background = BackgroundTasks("distributed-herder")
         self._assignment: Assignment | None = None
@@ -171,7 +174,6 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         if self._fencing is not None:
             await self._fencing.close()
         await self._background.close()
-        await self._client.close()
         metrics.forget_worker(self.worker_id)
         for connector_store in self._connector_stores.values():
             await connector_store.primary.stop()
@@ -394,6 +396,8 @@ class DistributedHerder(AbstractHerder, MembershipListener):
                 self._fencing.maybe_fence(name)
         elif kind == "target_state" and exists:
             await self._apply_target_state(name)
+        elif kind == "restart" and exists:
+            await self._carry_out_restart_request(name)
 
     async def _connector_deleted(self, name: str) -> None:
         ran_here = name in self._owned_connectors or any(t.connector == name for t in self._owned_tasks)
@@ -478,16 +482,12 @@ class DistributedHerder(AbstractHerder, MembershipListener):
                 raise RebalanceInProgressError(_REBALANCING)
             await asyncio.sleep(0.1)
 
-    async def _leader_url(self) -> str | None:
-        """None when this worker is the leader; the leader's URL otherwise (409 while rebalancing)."""
+    async def _require_leader(self, what: str) -> None:
+        """Return when this worker is the leader; NotLeaderError naming the leader otherwise (409 while rebalancing)."""
         await self._settled()
-        if self.is_leader:
-            return None
-        if REQUEST_FORWARDED.get():
-            raise RebalanceInProgressError(
-                "Cannot complete request because this worker is no longer the leader (a rebalance is "
-                "under way); retry shortly.")
-        return self._assignment.leader_url
+        if not self.is_leader:
+            raise NotLeaderError(f"Only the leader can {what}; this worker is not the leader (a rebalance may be "
+                                 f"under way); retry shortly.", self._assignment.leader_url)
 
     # -- session keys (signing forwarded REST requests) --------------------------------------
     def session_keys(self) -> list[bytes]:
@@ -495,7 +495,8 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         keys = getattr(self.config_store, "session_keys", None)
         return keys() if keys is not None else []
 
-    def _signing_key(self) -> bytes | None:
+    def request_signing_key(self) -> bytes | None:
+        """The key requests forwarded from this worker are signed with (None before the leader wrote one)."""
         current = getattr(self.config_store, "session_key", None)
         return current.key if current is not None else None
 
@@ -588,10 +589,7 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         self._require(name)
         if not self._is_source(name):
             raise BadRequestError(f"Connector {name} is not a source connector")
-        leader = await self._leader_url()
-        if leader is not None:
-            await self._client.request("PUT", leader, connector_path(name, "fence"))
-            return
+        await self._require_leader("fence zombie tasks")
         fencing = self._fencing or ZombieFencing(
             self.config_store, self.worker_config["group.id"], self._fencing_props(), submit=self._submit,
             is_leader=lambda: self.is_leader and not self._stopping, is_source=self._is_source,
@@ -614,14 +612,7 @@ class DistributedHerder(AbstractHerder, MembershipListener):
     # -- connectors -----------------------------------------------------------------------
     async def put_connector_config(self, name, config, *, allow_replace, initial_state=None):
         config, target = self._checked_config(name, config, initial_state)
-        leader = await self._leader_url()
-        if leader is not None:
-            if allow_replace:
-                status, info = await self._client.request("PUT", leader, connector_path(name, "config"), config)
-            else:
-                body = {"name": name, "config": config, "initial_state": initial_state or "RUNNING"}
-                status, info = await self._client.request("POST", leader, "/connectors", body)
-            return status == 201, info
+        await self._require_leader("set connector configs")
         exists = name in self.config_store.connectors()
         if exists and not allow_replace:
             raise AlreadyExistsError(f"Connector {name} already exists")
@@ -632,18 +623,12 @@ class DistributedHerder(AbstractHerder, MembershipListener):
 
     async def delete_connector(self, name: str) -> None:
         self._require(name)
-        leader = await self._leader_url()
-        if leader is not None:
-            await self._client.request("DELETE", leader, connector_path(name))
-            return
+        await self._require_leader("delete connectors")
         await self.config_store.remove_connector(name)
 
     async def stop_connector(self, name: str) -> None:
         self._require(name)
-        leader = await self._leader_url()
-        if leader is not None:
-            await self._client.request("PUT", leader, connector_path(name, "stop"))
-            return
+        await self._require_leader("stop connectors")
         await self.config_store.put_target_state(name, TargetState.STOPPED)
         await self.config_store.put_task_configs(name, [])
 
@@ -656,35 +641,40 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         await self.config_store.put_target_state(name, TargetState.STARTED)
 
     # -- restarts: carried out where the instance runs --------------------------------------
-    def _owner_url(self, worker_id: str) -> str | None:
-        """None if ``worker_id`` is this worker; otherwise its REST URL."""
-        if worker_id == self.worker_id:
-            return None
-        if REQUEST_FORWARDED.get():
-            raise RebalanceInProgressError(
-                f"Cannot complete request: the instance is no longer run by this worker but by {worker_id}; "
-                f"retry shortly.")
-        return f"http://{worker_id}"
+    def _require_here(self, worker_id: str | None, what: str) -> None:
+        """Return if ``worker_id`` (the instance's owner) is this worker; NotAssignedError naming it otherwise."""
+        if worker_id and worker_id != self.worker_id:
+            scheme = urlparse(self.url).scheme or "http"
+            raise NotAssignedError(f"{what} runs on worker {worker_id}, not on this one", f"{scheme}://{worker_id}")
 
     async def restart_connector(self, name, *, include_tasks=False, only_failed=False):
         self._require(name)
         await self._settled()
-        connector_status = self.status_store.connector(name)
         if not include_tasks and not only_failed:
+            connector_status = self.status_store.connector(name)
             await self._restart_connector_instance(name, connector_status.worker_id if connector_status else None)
             return None
-        plan, restart_connector, tasks = await self._restart_plan(name, include_tasks, only_failed)
-        if restart_connector:
-            await self._restart_connector_instance(name, connector_status.worker_id if connector_status else None)
-        for task, status in tasks.items():
-            await self._restart_task_on(name, task, status.worker_id)
+        # Connect's way: the leader writes the request to the config topic; every worker restarts its share
+        await self._require_leader("process restart requests")
+        plan, _, _ = await self._restart_plan(name, include_tasks, only_failed)
+        await self.config_store.put_restart_request(name, include_tasks=include_tasks, only_failed=only_failed)
         return plan
 
+    async def _carry_out_restart_request(self, name: str) -> None:
+        """Restart the instances of ``name`` running here that the latest restart request covers."""
+        include_tasks, only_failed = self.config_store.restart_request(name)
+        _, restart_connector, tasks = await self._restart_plan(name, include_tasks, only_failed)
+        if restart_connector and name in self._owned_connectors:
+            log.info("Connector %s: restarting it here, as requested", name)
+            await self._restart_connector_here(name)
+        for task in sorted(tasks):
+            task_id = ConnectorTaskId(name, task)
+            if task_id in self._owned_tasks:
+                log.info("Task %s: restarting it here, as requested", task_id)
+                await self._restart_task_here(task_id)
+
     async def _restart_connector_instance(self, name: str, owner: str | None) -> None:
-        url = self._owner_url(owner) if owner else None
-        if url is not None:
-            await self._client.request("POST", url, connector_path(name, "restart"))
-            return
+        self._require_here(owner, f"Connector {name}")
         if name not in self._owned_connectors:
             raise RebalanceInProgressError(f"Connector {name} is not assigned to any worker yet; retry shortly.")
         await self._submit(self._restart_connector_here, name)
@@ -705,10 +695,7 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         await self._restart_task_on(name, task, status.worker_id)
 
     async def _restart_task_on(self, name: str, task: int, owner: str) -> None:
-        url = self._owner_url(owner)
-        if url is not None:
-            await self._client.request("POST", url, connector_path(name, "tasks", str(task), "restart"))
-            return
+        self._require_here(owner, f"Task {name}-{task}")
         task_id = ConnectorTaskId(name, task)
         if task_id not in self._owned_tasks:
             raise RebalanceInProgressError(f"Task {task_id} is moving between workers; retry shortly.")

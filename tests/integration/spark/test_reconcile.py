@@ -24,7 +24,7 @@ from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 
 from mirrorline.connectors.mirror_client.formats import Checkpoint
-from mirrorline.connectors.mirror_client.offset_map import MapReader, offset_map_topic
+from mirrorline.connectors.mm2.offset_map import MapReader, offset_map_topic
 from mirrorline.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES
 from support.distributed import free_port
 from support.kafka import commit_on, create_topic, group_offsets, produce, read_all

@@ -10,7 +10,7 @@ from mirrorline.connectors.checkpoint.connector import MirrorCheckpointConnector
 from mirrorline.connectors.heartbeat.connector import MirrorHeartbeatConnector
 from mirrorline.connectors.mirror_client.clients import refuse_same_cluster, same_cluster_flow_allowed
 from mirrorline.connectors.mirror_client.config import COMMON_CONFIG_DEF, load_replication_policy
-from mirrorline.connectors.mirror_client.mm2_config import MirrorMakerConfig
+from mirrorline.connectors.mm2.mm2_config import MirrorMakerConfig
 from mirrorline.connectors.mirror_client.policies import DefaultReplicationPolicy, SuffixReplicationPolicy
 from mirrorline.connectors.source_mirror.connector import MirrorSourceConnector
 

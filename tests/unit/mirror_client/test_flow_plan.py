@@ -7,7 +7,7 @@ from aiokafka import TopicPartition
 
 from mirrorline.connectors.mirror_client.filters import TopicFilter
 from mirrorline.connectors.mirror_client.policies import DefaultReplicationPolicy
-from mirrorline.connectors.mirror_client.rpo import PartitionRpo, TopicRpo
+from mirrorline.connectors.mm2.rpo import PartitionRpo, TopicRpo
 from mirrorline.connectors.mm2.flow_plan import FlowPlan, GroupMove, PartitionMove, format_plan, group_pattern, mirrored_topics
 from mirrorline.api import ConfigError
 

@@ -5,7 +5,7 @@ import pytest
 from mirrorline.api import ConfigError
 from mirrorline.clients.configfile import parse_properties
 
-from mirrorline.connectors.mirror_client.mm2_config import (
+from mirrorline.connectors.mm2.mm2_config import (
     BYTE_ARRAY_CONVERTER,
     CONNECTOR_NAMES,
     Flow,

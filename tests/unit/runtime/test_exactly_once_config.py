@@ -12,7 +12,7 @@ from mirrorline.api import (
     SourceTask,
 )
 from mirrorline.api.errors import BadRequestError
-from mirrorline.connectors.mirror_client.mm2_config import MirrorMakerConfig
+from mirrorline.connectors.mm2.mm2_config import MirrorMakerConfig
 from mirrorline.connectors.source_mirror.connector import MirrorSourceConnector
 from mirrorline.runtime.abstract_herder import _config_infos, validate_or_raise
 from mirrorline.runtime.exactly_once import NOT_DECLARED, NOT_ENABLED, NOT_SUPPORTED, transactional_id

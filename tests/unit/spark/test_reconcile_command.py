@@ -7,7 +7,7 @@ import argparse
 import pytest
 from aiokafka import TopicPartition
 
-from mirrorline.connectors.mirror_client.offset_map import PartitionMap, Run
+from mirrorline.connectors.mm2.offset_map import PartitionMap, Run
 from mirrorline.connectors.mirror_client.policies import DefaultReplicationPolicy
 from mirrorline.connectors.mm2.reconcile import FLOW, STORE_MAP, TOPICS
 from mirrorline.connectors.mm2.reconcile_command import ReconcileCommand, format_table, job_settings

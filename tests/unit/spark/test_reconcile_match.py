@@ -26,7 +26,7 @@ from pyspark.sql.types import (  # noqa: E402
     TimestampType,
 )
 
-from mirrorline.connectors.mirror_client.offset_map import runs_from_pairs  # noqa: E402
+from mirrorline.connectors.mm2.offset_map import runs_from_pairs  # noqa: E402
 from mirrorline.connectors.mm2.reconcile_match import reconcile_frames  # noqa: E402
 
 SCHEMA = StructType([

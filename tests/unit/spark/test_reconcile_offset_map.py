@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from mirrorline.connectors.mirror_client.offset_map import (
+from mirrorline.connectors.mm2.offset_map import (
     RUNS_PER_CHUNK,
     MapReader,
     PartitionMap,

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from mirrorline.api.errors import ConnectError
 from mirrorline.runtime.config_providers import resolve_worker_settings
-from mirrorline.runtime.process import (check_listener_free, kafka_cluster_id, load_plugins, parse_listener,
+from mirrorline.boot.process import (check_listener_free, kafka_cluster_id, load_plugins, parse_listener,
                                        rest_security, serve, worker_id_for)
 from mirrorline.runtime.standalone import StandaloneHerder
 from mirrorline.runtime.worker_config import WORKER_CONFIG_DEF

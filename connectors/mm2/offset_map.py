@@ -54,12 +54,10 @@ class Run:
 
 
 @dataclass(frozen=True)
-class PartitionMap:
-    """The offset map of one source partition and its copy on the target.
+class PartitionRange:
+    """One source partition and its remote partition, with the offset range read on each side.
 
-    ``source_start``/``source_end`` is the source range reconciled (end exclusive), and
-    ``target_start``/``target_end`` the target range read; ``runs`` are sorted by source offset.
-    ``counts`` keeps the reconciliation's figures (missing, duplicated ...) for display.
+    ``target_start == target_end`` when the remote partition holds nothing (or does not exist).
     """
 
     source_topic: str
@@ -69,6 +67,22 @@ class PartitionMap:
     source_end: int
     target_start: int
     target_end: int
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """(source topic, partition)."""
+        return self.source_topic, self.partition
+
+
+@dataclass(frozen=True)
+class PartitionMap(PartitionRange):
+    """The offset map of one source partition and its copy on the target: a reconciled range and its runs.
+
+    ``source_start``/``source_end`` is the source range reconciled (end exclusive), and
+    ``target_start``/``target_end`` the target range read; ``runs`` are sorted by source offset.
+    ``counts`` keeps the reconciliation's figures (missing, duplicated ...) for display.
+    """
+
     runs: tuple[Run, ...]
     reconcile_id: str
     created_ms: int

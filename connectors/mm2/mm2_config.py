@@ -23,6 +23,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from mirrorline.api import ConfigError, split_list
+from mirrorline.connectors.checkpoint.config import CHECKPOINT_CONFIG_DEF
+from mirrorline.connectors.heartbeat.connector import HEARTBEAT_CONFIG_DEF
+from mirrorline.connectors.source_mirror.config import SOURCE_CONFIG_DEF
 
 CLUSTERS = "clusters"
 #: MM2's switch for its internal REST server (KIP-710): mirrorline accepts it and needs no such server.
@@ -94,8 +97,6 @@ def mm2_connector_key_names() -> frozenset[str]:
     connector keys, Connect's connector keys). ``errors.*``, ``transforms.*`` and ``predicates.*``
     are matched by prefix (:data:`CONNECTOR_KEY_PREFIXES`).
     """
-    from mirrorline.connectors.source_mirror.config import SOURCE_CONFIG_DEF  # lazy: avoid import cycles
-
     return frozenset(SOURCE_CONFIG_DEF.keys) | EXTRA_MM2_CONNECTOR_KEYS
 
 
@@ -107,10 +108,6 @@ def check_connector_configs(flows: Iterable[Flow]) -> None:
     Values holding a ``${provider:...}`` placeholder are left to the worker, which resolves them.
     Each problem is named once, with the first flow it was found in.
     """
-    from mirrorline.connectors.checkpoint.config import CHECKPOINT_CONFIG_DEF  # lazy: avoid import cycles
-    from mirrorline.connectors.heartbeat.connector import HEARTBEAT_CONFIG_DEF
-    from mirrorline.connectors.source_mirror.config import SOURCE_CONFIG_DEF
-
     config_defs = {SOURCE_CONNECTOR: SOURCE_CONFIG_DEF, CHECKPOINT_CONNECTOR: CHECKPOINT_CONFIG_DEF,
                    HEARTBEAT_CONNECTOR: HEARTBEAT_CONFIG_DEF}
     problems: dict[str, str] = {}

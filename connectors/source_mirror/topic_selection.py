@@ -37,9 +37,9 @@ from aiokafka.errors import TopicAuthorizationFailedError, for_code
 from mirrorline.api import ConnectError, KafkaClients
 from mirrorline.api.rest_extension import json_type
 
-from .clients import admin_client, connect_admin, consumer_kwargs, read_to_end
-from .config import client_props
-from .filters import compile_pattern_list
+from mirrorline.connectors.mirror_client.clients import admin_client, connect_admin, consumer_kwargs, read_to_end
+from mirrorline.connectors.mirror_client.config import client_props
+from mirrorline.connectors.mirror_client.filters import compile_pattern_list
 
 #: The compacted topic on the target cluster that holds every selection.
 TOPIC = "mirrorline-topic-selection.internal"

@@ -163,18 +163,20 @@ class StopSignals:
 
 async def serve(herder: Herder, listener: Listener, *, on_started: Callable[[str], Awaitable[None]] | None = None,
                 stop_event: asyncio.Event | None = None, auth: Any = None,
-                ssl_context: ssl.SSLContext | None = None) -> None:
+                ssl_context: ssl.SSLContext | None = None, forwarder: Any = None) -> None:
     """Serve the herder's REST API until SIGTERM/SIGINT (or ``stop_event``), then stop everything.
 
     If the port cannot be bound this raises a one-line ConnectError and leaves the herder to the
     caller (a distributed herder is not started yet, and stopping one that never started would
     wait for its event loop). Callers check the port first with :func:`check_listener_free`, so
     this only happens when another process takes the port in between. ``auth`` (a
-    :class:`~mirrorline.rest.auth.RestAuth`) and ``ssl_context`` come from :func:`rest_security`.
+    :class:`~mirrorline.rest.auth.RestAuth`) and ``ssl_context`` come from :func:`rest_security`;
+    ``forwarder`` (a :class:`~mirrorline.rest.forwarding.WorkerClient`) forwards what a distributed
+    herder says another worker must carry out.
     """
     from mirrorline.rest.app import RestServer
 
-    server = RestServer(herder, auth=auth, ssl_context=ssl_context)
+    server = RestServer(herder, auth=auth, ssl_context=ssl_context, forwarder=forwarder)
     with StopSignals(stop_event or asyncio.Event()) as stop:
         try:
             await server.start(listener.host or "0.0.0.0", listener.port)

@@ -1,7 +1,7 @@
 """The recovery point of a flow: per partition, the records the source holds and the target does not.
 
 For each mirrored partition, the last record on the target's remote partition is found on the
-source by content (:func:`mirrorline.connectors.mirror_client.locate.find_copy`); every source record after
+source by content (:func:`mirrorline.connectors.mm2.locate.find_copy`); every source record after
 it is one the target does not hold yet. The records are read and counted (not offsets
 subtracted), so transaction markers and compaction gaps do not inflate the figure.
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from .clients import assign_at
+from mirrorline.connectors.mirror_client.clients import assign_at
 
 #: Records scanned at most when looking for one copy.
 SCAN_LIMIT = 1_000_000

@@ -21,7 +21,7 @@ from aiohttp import web
 from mirrorline import __version__
 from mirrorline.rest.routes_worker import HEALTH_STATUS
 from mirrorline.runtime.herder import Herder
-from mirrorline.runtime.process import Listener, _listen_error
+from mirrorline.boot.process import Listener, _listen_error
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from aiokafka.errors import for_code
 
 from mirrorline.api import ConnectError
 
-from .clients import read_to_end
+from mirrorline.connectors.mirror_client.clients import read_to_end
 from .offset_map import MapReader, PartitionMap, encode, header_key, offset_map_topic, stale_chunk_keys
 
 _TOPIC_ALREADY_EXISTS = 36

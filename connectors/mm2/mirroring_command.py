@@ -31,7 +31,7 @@ from mirrorline.api.configfile import load_config_file
 
 from mirrorline.connectors.mirror_client.clients import quiet_client_logs
 from mirrorline.connectors.mirror_client.config import client_props
-from mirrorline.connectors.mirror_client.mm2_config import SOURCE_CONNECTOR, MirrorMakerConfig
+from mirrorline.connectors.mm2.mm2_config import SOURCE_CONNECTOR, MirrorMakerConfig
 from mirrorline.connectors.source_mirror.config_topic import read_task_configs
 from mirrorline.connectors.source_mirror.rest_admin import ACTIVE_TOPICS_PATH, CONNECTOR_PARAM, TOPIC_SELECTION_PATH
 from mirrorline.connectors.source_mirror.selection_admin import (

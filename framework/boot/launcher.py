@@ -5,7 +5,7 @@ configs, or (``distributed``) a DistributedHerder that joins its group and whose
 writes the connector configs. All run on this event loop until SIGTERM/SIGINT, then stop in
 reverse order, so every task flushes and stores its offsets. Workers started this way serve
 no REST API; with ``listeners`` the process serves ``/health`` and ``/metrics`` instead
-(:class:`~mirrorline.runtime.health_server.HealthServer`), bound before any worker starts.
+(:class:`~mirrorline.boot.health_server.HealthServer`), bound before any worker starts.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from mirrorline.clients.runtime_clients import KAFKA_CLIENTS
 from mirrorline.plugins import PluginRegistry
 from mirrorline.runtime.abstract_herder import validate_or_raise
 from mirrorline.runtime.config_providers import resolve_worker_settings
+from mirrorline.boot.health_server import HealthServer
+from mirrorline.boot.process import StopSignals, check_listener_free, kafka_cluster_id, parse_listener
 from mirrorline.runtime.exactly_once import worker_support
-from mirrorline.runtime.health_server import HealthServer
-from mirrorline.runtime.process import StopSignals, check_listener_free, kafka_cluster_id, parse_listener
 from mirrorline.runtime.distributed.herder import DistributedHerder
 from mirrorline.runtime.herder import Herder
 from mirrorline.runtime.standalone import StandaloneHerder
@@ -131,7 +131,8 @@ class ProcessLauncher(WorkerLauncher):
         config = DISTRIBUTED_CONFIG_DEF.parse(spec.worker_config)
         for connector in spec.connector_configs:  # a bad config is a one-line error now, not a FAILED status later
             # before any client is opened; exactly.once.support=required needs the worker's setting
-            validate_or_raise(self.plugins, connector, exactly_once=worker_support(config))
+            validate_or_raise(self.plugins, connector, config["topic.creation.enable"],
+                              exactly_once=worker_support(config))
         cluster_id = await kafka_cluster_id(config)
         herder = DistributedHerder(spec.worker_config, config, self.plugins, kafka_cluster_id=cluster_id,
                                    managed_connectors=spec.connector_configs)

@@ -6,10 +6,11 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from mirrorline.boot.process import (forwarding_ssl_context, kafka_cluster_id, load_plugins, parse_listener,
+                                     rest_security, serve, worker_id_for)
+from mirrorline.rest.forwarding import WorkerClient
 from mirrorline.runtime.config_providers import resolve_worker_settings
 from mirrorline.runtime.distributed.herder import DistributedHerder
-from mirrorline.runtime.process import (forwarding_ssl_context, kafka_cluster_id, load_plugins, parse_listener,
-                                       rest_security, serve, worker_id_for)
 from mirrorline.runtime.worker_config import DISTRIBUTED_CONFIG_DEF
 
 log = logging.getLogger(__name__)
@@ -29,8 +30,8 @@ async def run_distributed(worker_raw: dict[str, str], *, stop_event: asyncio.Eve
     auth, ssl_context = rest_security(worker_config, listener, session_keys=lambda: herder.session_keys())
     client_context = forwarding_ssl_context(worker_config, listener)
     cluster_id = await kafka_cluster_id(worker_config)
-    herder = DistributedHerder(worker_raw, worker_config, load_plugins(), kafka_cluster_id=cluster_id,
-                               forwarding_ssl_context=client_context)
+    herder = DistributedHerder(worker_raw, worker_config, load_plugins(), kafka_cluster_id=cluster_id)
+    forwarder = WorkerClient(ssl_context=client_context, signing_key=herder.request_signing_key)
 
     async def join(url: str) -> None:
         port = int(url.rsplit(":", 1)[1].rstrip("/"))
@@ -40,4 +41,5 @@ async def run_distributed(worker_raw: dict[str, str], *, stop_event: asyncio.Eve
         if on_started is not None:
             await on_started(url)
 
-    await serve(herder, listener, on_started=join, stop_event=stop_event, auth=auth, ssl_context=ssl_context)
+    await serve(herder, listener, on_started=join, stop_event=stop_event, auth=auth, ssl_context=ssl_context,
+                forwarder=forwarder)
