@@ -105,6 +105,9 @@ async def test_a_worker_sigkilled_then_another_frozen_and_woken(eos_workers, clu
         async with Rest(cluster.workers[0].url) as rest:
             await start_mirror(rest, name, topic, flow_config)
             spread = await spread_over(rest, name, 3)
+            for worker in cluster.workers:  # the internal fencing endpoint, on the leader or forwarded to it
+                async with Rest(worker.url) as any_worker:
+                    assert (await any_worker.call("PUT", f"/connectors/{name}/fence"))[0] == 204
             await wait_committed(cluster_b, remote, 2 * RATE)
             victim = next(w for w in cluster.workers if w.worker_id in tasks_per_worker(spread)
                           and w.worker_id != spread["connector"]["worker_id"] and w is not cluster.workers[0])
