@@ -308,3 +308,15 @@ async def test_nothing_starts_before_the_preflight_and_verification_pass():
     await worker_task.stop()
     assert calls == ["preflight", "verify"] and "revoked" in str(worker_task.failures[0])
     assert FakeTxnProducer.instances[0].transactions == [] and task.batches  # never polled
+
+
+async def test_a_coordinator_that_never_answers_fails_the_task_naming_the_broker_settings(monkeypatch):
+    async def hang(self):
+        await asyncio.Event().wait()
+    monkeypatch.setattr(FakeTxnProducer, "start", hang)
+    worker_task = await runner(ListTask([]))
+    await eventually(lambda: worker_task.failures, timeout=5, what="the task failing")
+    await worker_task.stop()
+    message = str(worker_task.failures[0])
+    assert "transaction coordinator of 'g-c-0' did not answer" in message
+    assert "transaction.state.log.replication.factor" in message
