@@ -62,6 +62,8 @@ RESET_WAIT_S = 5.0
 #: How long a failing poll() waits for the consumer's position of each affected partition (normally
 #: known at once) to name it in the error.
 POSITION_WAIT_S = 2.0
+#: How long stop() waits for the last offset syncs to be acknowledged (the runtime bounds stop() too).
+SYNC_FLUSH_TIMEOUT_S = 3.0
 
 
 class _PartitionMetrics:
@@ -141,6 +143,7 @@ class MirrorSourceTask(SourceTask):
         # next offset to have acknowledged per partition (stored + 1, then each ack + 1): pending_records()
         self._next_to_ack: dict[TopicPartition, int] = {}
         self._lost: dict[TopicPartition, int] = {}
+        self._resume_after: dict[tuple[str, int], int] = {}
         user_props = client_props(config, "source", "consumer")
         self.user_offset_reset = str(user_props.get("auto.offset.reset", "earliest")).strip().lower()
         # "none" so that aiokafka raises OffsetOutOfRangeError instead of resetting silently
@@ -169,6 +172,7 @@ class MirrorSourceTask(SourceTask):
 
         self.sync_writer = None
         self.sync_producer = None
+        self._sync_sender = None
         if parsed["emit.offset-syncs.enabled"]:
             on_source = parsed[OFFSET_SYNCS_TOPIC_LOCATION] == "source"
             side = "source" if on_source else "target"
@@ -181,7 +185,9 @@ class MirrorSourceTask(SourceTask):
             # fills, and MM2's coalescing drops the intermediate syncs of the other partitions,
             # leaving consumers that lag behind the newest sync without a translation.
             await self.sync_producer.partitions_for(topic)
-            self.sync_writer = OffsetSyncWriter(self.sync_producer, topic, parsed["offset.lag.max"])
+            self.sync_writer = OffsetSyncWriter(self.sync_producer, topic, parsed["offset.lag.max"],
+                                                resume_after=self._resume_after)
+            self._sync_sender = self.context.run_in_background(self.sync_writer.run(), "offset-syncs")
         log.info("Task %s mirrors %d partitions from %s to %s, %s", self.context.task_id, len(self.partitions),
                  self.source_alias, self.target_alias,
                  "forwarding record batches whole (batch.forwarding.enabled)" if self._capture is not None
@@ -206,6 +212,8 @@ class MirrorSourceTask(SourceTask):
                 positions[tp] = offset["offset"] + 1
                 self.consumer.seek(tp, positions[tp])
         self._next_to_ack.update(positions)
+        # where the offset-sync chain of the previous task may be continued (offset_sync_runs, "Restarted tasks")
+        self._resume_after = {(tp.topic, tp.partition): position - 1 for tp, position in positions.items()}
         await self._check_positions(positions, at_start=True)
         await self._position_new_partitions([tp for tp in self.partitions if tp not in positions])
 
@@ -279,6 +287,9 @@ class MirrorSourceTask(SourceTask):
         if self.user_offset_reset == "none":
             # the user asked for out-of-range positions to fail, as Kafka's consumer does with "none"
             raise OffsetOutOfRangeError({tp: check.position})
+        self._resume_after.pop((tp.topic, tp.partition), None)
+        if getattr(self, "sync_writer", None) is not None:
+            self.sync_writer.forget_resume(tp.topic, tp.partition)
         self.consumer.seek(tp, check.resume_at)
         self._next_to_ack[tp] = check.resume_at
 
@@ -428,7 +439,6 @@ class MirrorSourceTask(SourceTask):
         if self.sync_writer is not None:
             self.sync_writer.record(upstream_topic, metadata.partition, record.source_offset["offset"],
                                     metadata.offset)
-            await self.sync_writer.fire_pending()
 
     async def commit_batch(self, batch: SourceBatch, metadata: RecordMetadata) -> None:
         upstream_topic = batch.source_partition["topic"]
@@ -442,17 +452,39 @@ class MirrorSourceTask(SourceTask):
                 metric.replication_latency_ms.set(time.time() * 1000 - batch.max_timestamp)
         if self.sync_writer is not None:
             self.sync_writer.record_batch(upstream_topic, metadata.partition, offsets, metadata.offset)
-            await self.sync_writer.fire_pending()
 
     async def commit(self) -> None:
         if self.sync_writer is not None:
-            await self.sync_writer.promote_delayed()
+            self.sync_writer.promote_delayed()
 
     async def stop(self) -> None:
         for partition_metrics in getattr(self, "_metrics", {}).values():
             partition_metrics.forget_gauges()
-        if self.sync_writer is not None:
-            await self.sync_writer.promote_delayed()
-        if self.sync_producer is not None:
-            await self.sync_producer.stop()
-        await self.consumer.stop()
+        try:
+            if self.sync_writer is not None:
+                await self._flush_syncs()
+        finally:
+            if self.sync_producer is not None:
+                await self.sync_producer.stop()
+            await self.consumer.stop()
+
+    async def _flush_syncs(self) -> None:
+        """Write every sync due, the latest position of each partition included, before the task is gone.
+
+        The runtime stored this task's source offsets and handed it its last acknowledgements
+        before calling stop(), so each partition's last sync is at its stored offset: the next task
+        continues the exact chain from there (offset_sync_runs, "Restarted tasks").
+        """
+        writer = self.sync_writer
+        try:
+            await asyncio.wait_for(writer.close(), SYNC_FLUSH_TIMEOUT_S)
+        except Exception as exc:  # a timeout or a broker error: say what is lost, stop anyway
+            log.warning("Task %s: %d offset sync(s) not written on stop (%r): groups on those partitions are "
+                        "translated with MM2's rule until the next task's syncs", self.context.task_id,
+                        writer.queued + writer.in_flight, exc)
+        if writer.failed_sends:
+            log.warning("Task %s: %d offset sync(s) could not be written during its lifetime",
+                        self.context.task_id, writer.failed_sends)
+        if self._sync_sender is not None:
+            self._sync_sender.cancel()
+            await asyncio.gather(self._sync_sender, return_exceptions=True)
