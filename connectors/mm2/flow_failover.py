@@ -42,6 +42,7 @@ from mirrorline.connectors.mm2.mm2_config import CHECKPOINT_CONNECTOR, SOURCE_CO
 from mirrorline.connectors.mm2.offset_map_store import read_maps
 
 from .flow_clients import FlowEnds, Side, parse_flow
+from .flow_connectors import refusal
 from .flow_plan import (
     FlowPlan,
     GroupMove,
@@ -297,7 +298,12 @@ async def set_flow_state(launcher: WorkerLauncher, config: MirrorMakerConfig, so
     """Stop or resume the data connectors of flow ``source->target`` through its config topic."""
     spec = WorkerSpec(f"{source}->{target}", config.worker_config(source, target), [], distributed=True)
     for name in FLOW_DATA_CONNECTORS:
-        connector = config.connector_config(source, target, name).get("name", name)
+        connector_config = config.connector_config(source, target, name)
+        connector = connector_config.get("name", name)
+        why = refusal(name, connector_config)
+        if why is not None:  # `mirrorline mm2` never created it (flow_connectors)
+            print(f"connector {connector} of flow {source}->{target}: not run by this flow ({why})")
+            continue
         changed = await launcher.set_connector_state(spec, connector, state)
         verb = "stopped" if state == "STOPPED" else "resumed"
         print(f"connector {connector} of flow {source}->{target}: {verb if changed else 'already ' + verb}")
