@@ -10,7 +10,7 @@ syncs, and so has nothing to translate consumer offsets with; the checkpoint con
 aside (an info line, not an error).
 
 Values that do not parse (a bad regex, an empty separator...) are caught earlier, for the whole
-file, by :func:`~mirrorline.connectors.mirror_client.mm2_config.check_connector_configs`: the file
+file, by :func:`~mirrorline.connectors.mm2.mm2_config.check_connector_configs`: the file
 is wrong and ``mirrorline mm2`` stops with one line before anything runs.
 """
 

@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from mirrorline.api import ConfigError
-from mirrorline.connectors.mirror_client.mm2_config import MirrorMakerConfig
+from mirrorline.connectors.mm2.mm2_config import MirrorMakerConfig
 from mirrorline.connectors.mm2.command import worker_specs
 
 BASE = {"clusters": "A, B", "A.bootstrap.servers": "a:9092", "B.bootstrap.servers": "b:9092",
