@@ -33,6 +33,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from aiokafka import TopicPartition
 
@@ -392,56 +394,86 @@ async def set_flow_state(launcher: WorkerLauncher, config: MirrorMakerConfig, so
         print(f"connector {connector} of flow {source}->{target}: {verb if changed else 'already ' + verb}")
 
 
-async def run_failover(args: argparse.Namespace, launcher: WorkerLauncher) -> int:
-    """``mirrorline failover MM2_PROPERTIES --flow A->B``: plan, print, then carry out."""
+@dataclass(frozen=True)
+class _Move:
+    """What tells a failover from a failback; :func:`_run_move` is the one script both follow.
+
+    A failover moves the groups of flow ``A->B`` from A to B, a failback from B back to A. Each
+    plans, prints the plan, refuses what must not happen, commits the groups on the destination
+    and stops or starts flows around that commit; only the details below differ.
+    """
+
+    required: tuple[str, ...]
+    plan: Callable[[argparse.Namespace, MirrorMakerConfig, FlowEnds], Awaitable[FlowPlan]]
+    refuse: Callable[[FlowPlan, argparse.Namespace, FlowEnds], None]
+    #: ``(args, source, target)`` -> the flows (source, target) to stop before the commit / start after it
+    stop_before: Callable[[argparse.Namespace, str, str], list[tuple[str, str]]]
+    start_after: Callable[[argparse.Namespace, str, str], list[tuple[str, str]]]
+    done: str
+
+
+def _refuse_failover(plan: FlowPlan, args: argparse.Namespace, ends: FlowEnds) -> None:
+    refuse_active(plan, args.force)
+    hint = "" if args.exact or ends.source is None else \
+        f"; --exact places them by content while {plan.origin} answers"
+    refuse_partial(plan.untranslated, plan.origin, plan.destination, args.allow_partial, hint)
+
+
+def _refuse_failback(plan: FlowPlan, args: argparse.Namespace, ends: FlowEnds) -> None:
+    missing = plan.missing
+    if missing != 0 and not args.force:
+        what = "an unknown number of" if missing is None else str(missing)
+        raise ConnectError(f"{plan.destination} still lacks {what} record(s) of {plan.origin}'s after "
+                           f"{args.wait_seconds:.0f} s: let flow {plan.origin}->{plan.destination} copy them (is it "
+                           f"enabled and running?), or pass --force; nothing was changed")
+    refuse_active(plan, args.force)
+    refuse_partial(plan.untranslated, plan.origin, plan.destination, args.allow_partial)
+
+
+FAILOVER = _Move(
+    required=("target",), plan=plan_failover, refuse=_refuse_failover,
+    stop_before=lambda args, source, target: [(source, target)] if args.stop_flow else [],
+    start_after=lambda args, source, target: [(target, source)] if args.start_reverse_flow else [],
+    done="failover of {source}->{target} done")
+
+FAILBACK = _Move(
+    required=("source", "target"),
+    plan=lambda args, config, ends: plan_failback(args, config, ends, FlowEnds(config, ends.target_alias,
+                                                                               ends.source_alias)),
+    refuse=_refuse_failback,
+    stop_before=lambda args, source, target: [(target, source)] if args.stop_reverse_flow else [],
+    start_after=lambda args, source, target: [(source, target)] if args.resume_flow else [],
+    done="failback of {source}->{target} done: groups are back on {source}")
+
+
+async def _run_move(args: argparse.Namespace, launcher: WorkerLauncher, move: _Move) -> int:
+    """Plan, print, refuse or carry out one move of flow ``--flow`` (see :class:`_Move`)."""
     config, source, target = load(args)
-    async with FlowEnds(config, source, target, required=("target",), clients=launcher.clients) as ends:
-        plan = await plan_failover(args, config, ends)
+    async with FlowEnds(config, source, target, required=move.required, clients=launcher.clients) as ends:
+        plan = await move.plan(args, config, ends)
         print(format_plan(plan))
-        refuse_active(plan, args.force)
-        refuse_partial(plan.untranslated, source, target, args.allow_partial,
-                       "" if args.exact or ends.source is None else f"; --exact places them by content while "
-                                                                       f"{source} answers")
+        move.refuse(plan, args, ends)
         if args.dry_run:
             print("\ndry run: nothing changed")
             return 0
         print()
-        if args.stop_flow:
-            await set_flow_state(launcher, config, source, target, "STOPPED")
-        assert ends.target is not None
-        await commit_groups(launcher.clients, plan, ends.target, args.allow_backwards)
-        if args.start_reverse_flow:
-            await set_flow_state(launcher, config, target, source, "STARTED")
-        report_partial(plan.untranslated, target)
-    print(f"failover of {source}->{target} done")
+        for flow in move.stop_before(args, source, target):
+            await set_flow_state(launcher, config, *flow, "STOPPED")
+        destination = ends.target if plan.destination == target else ends.source
+        assert destination is not None
+        await commit_groups(launcher.clients, plan, destination, args.allow_backwards)
+        for flow in move.start_after(args, source, target):
+            await set_flow_state(launcher, config, *flow, "STARTED")
+        report_partial(plan.untranslated, plan.destination)
+    print(move.done.format(source=source, target=target))
     return 0
+
+
+async def run_failover(args: argparse.Namespace, launcher: WorkerLauncher) -> int:
+    """``mirrorline failover MM2_PROPERTIES --flow A->B``: plan, print, then carry out."""
+    return await _run_move(args, launcher, FAILOVER)
 
 
 async def run_failback(args: argparse.Namespace, launcher: WorkerLauncher) -> int:
     """``mirrorline failback MM2_PROPERTIES --flow A->B``: groups back from B to A, plan first."""
-    config, source, target = load(args)
-    async with FlowEnds(config, source, target, required=("source", "target"), clients=launcher.clients) as ends:
-        reverse = FlowEnds(config, target, source)
-        plan = await plan_failback(args, config, ends, reverse)
-        print(format_plan(plan))
-        missing = plan.missing
-        if missing != 0 and not args.force:
-            what = "an unknown number of" if missing is None else str(missing)
-            raise ConnectError(f"{source} still lacks {what} record(s) of {target}'s after {args.wait_seconds:.0f} s: "
-                               f"let flow {target}->{source} copy them (is it enabled and running?), or pass "
-                               f"--force; nothing was changed")
-        refuse_active(plan, args.force)
-        refuse_partial(plan.untranslated, target, source, args.allow_partial)
-        if args.dry_run:
-            print("\ndry run: nothing changed")
-            return 0
-        print()
-        if args.stop_reverse_flow:
-            await set_flow_state(launcher, config, target, source, "STOPPED")
-        assert ends.source is not None
-        await commit_groups(launcher.clients, plan, ends.source, args.allow_backwards)
-        if args.resume_flow:
-            await set_flow_state(launcher, config, source, target, "STARTED")
-        report_partial(plan.untranslated, source)
-    print(f"failback of {source}->{target} done: groups are back on {source}")
-    return 0
+    return await _run_move(args, launcher, FAILBACK)
