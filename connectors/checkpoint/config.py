@@ -33,5 +33,6 @@ CHECKPOINT_CONFIG_DEF = COMMON_CONFIG_DEF.merged(ConfigDef([
     ConfigKey("checkpoints.topic.replication.factor", Type.INT, default=3, validator=Range(min=-1),
               importance=Importance.LOW, group=GROUP, doc="Replication factor of the checkpoints topic."),
     ConfigKey("emit.offset-syncs.enabled", Type.BOOLEAN, default="true", importance=Importance.LOW, group=GROUP,
-              doc="Must stay true: checkpoints are translated through the source connector's offset syncs."),
+              doc="Checkpoints are translated through the source connector's offset syncs: with false (KIP-1031) "
+                  "the connector refuses to run, and mirrorline mm2 does not create it (one log line)."),
 ]))

@@ -2,32 +2,55 @@
 
 Why adjacent syncs can prove a 1:1 mapping
 ------------------------------------------
-mirrorline's offset-sync writer (``connectors/source_mirror/offset_syncs.py``) queues a sync for a
-record whenever it is the first of the task's lifetime, the downstream offset ran
+mirrorline's offset-sync writer (``connectors/source_mirror/offset_syncs.py``) makes a sync due
+for a record when it is the first of the task's lifetime, the downstream offset ran
 ``offset.lag.max`` past the last sync, the upstream offset did not step by exactly 1, or the
-downstream offset went backwards; due syncs are written in the order they were queued and are not
-coalesced (below 10,000 queued). So for two syncs ``p`` then ``s`` of one partition that are
-*adjacent* in the offset-syncs topic, every record acknowledged after ``p`` and before ``s``
-stepped upstream by exactly 1, and every record up to ``s`` stepped downstream by at least 1;
-only the step into ``s`` itself may skip upstream (that is why ``s`` was due). With ``n`` records
-after ``p`` up to ``s``: ``s.u - p.u = n - 1 + skip`` and ``s.d - p.d = n + extra``, where
-``extra`` counts records on the remote partition that are not this mirror's copies. If
-``s.u - p.u == s.d - p.d > 0`` then ``skip == extra + 1``; on a remote partition the mirror alone
-writes (``extra == 0``) every step was 1 and upstream ``p.u..s.u`` maps one to one onto
-``p.d..s.d``. Chaining such pairs gives a :class:`Run` ``(u0, d0, u_end)`` that translates any
-``u0 <= U <= u_end`` to ``d0 + (U - u0)``, the downstream offset of the record a consumer at ``U``
-reads next. With foreign records (``extra > 0``) that answer is still never ahead of the truth,
-since each copy sits at or after its translated offset and a position inside the final skip lands
-before ``s.d``: a consumer re-reads at most ``extra`` records and skips none.
+downstream offset went backwards. A due sync of the first, third or fourth kind is one the chain
+*needs* and is always written; one due only to ``offset.lag.max`` (or the latest position promoted
+at a task commit, whose step was 1 as well) may be replaced by a newer sync of its partition while
+it waits, as MM2 coalesces. So for two syncs ``p`` then ``s`` of one partition that are *adjacent*
+in the offset-syncs topic, every record acknowledged after ``p`` and before ``s`` stepped upstream
+by exactly 1, and every record up to ``s`` stepped downstream by at least 1; only the step into
+``s`` itself may skip upstream (that is why ``s`` was due). With ``n`` records after ``p`` up to
+``s``: ``s.u - p.u = n - 1 + skip`` and ``s.d - p.d = n + extra``, where ``extra`` counts records
+on the remote partition that are not this mirror's copies. If ``s.u - p.u == s.d - p.d > 0`` then
+``skip == extra + 1``; on a remote partition the mirror alone writes (``extra == 0``) every step
+was 1 and upstream ``p.u..s.u`` maps one to one onto ``p.d..s.d``. Chaining such pairs gives a
+:class:`Run` ``(u0, d0, u_end)`` that translates any ``u0 <= U <= u_end`` to ``d0 + (U - u0)``,
+the downstream offset of the record a consumer at ``U`` reads next. With foreign records
+(``extra > 0``) that answer is still never ahead of the truth, since each copy sits at or after
+its translated offset and a position inside the final skip lands before ``s.d``: a consumer
+re-reads at most ``extra`` records and skips none.
 
-This rests on the writer losing no due sync. One lost before it was written (a crash with syncs
-queued or in flight, a failed send, the writer's coalescing past 10,000, Java MM2's writer, which
-coalesces when 10 are in flight) cannot be seen in MM2's format, and a lost skip matched by records
-re-sent after a restart can make two syncs look contiguous. So mirrorline's writer numbers the syncs
-it queues per partition and says so in two record headers (:func:`chain_headers`; MM2's readers
-ignore headers). The checkpoint task's reader joins two syncs only when they carry the same writer
-id and consecutive numbers: a lost sync leaves a hole in the numbers, a restarted task is a new
-writer, and syncs without the headers (Java MM2's) never join, so they get MM2's rule.
+This rests on the writer losing no sync the chain needs. One lost before it was written (a crash
+with syncs queued or in flight, a failed send, the writer's coalescing past 10,000 queued, Java
+MM2's writer, which coalesces every kind when 10 are in flight) cannot be seen in MM2's format, and
+a lost skip matched by records re-sent after a restart can make two syncs look contiguous. So
+mirrorline's writer numbers the syncs it sends per partition and says so in record headers
+(:func:`chain_headers`; MM2's readers ignore headers); dropping a needed sync skips a number. The
+checkpoint task's reader joins two syncs only when they carry the same writer id and consecutive
+numbers (or the restart rule below): a lost sync leaves a hole in the numbers, and syncs without
+the headers (Java MM2's) never join, so they get MM2's rule.
+
+Restarted tasks
+---------------
+A task stopping (rebalance, re-split, shutdown, failure) stores its source offsets, then flushes
+its syncs, the latest position of each partition included, so its last sync of a partition is at
+the source offset it stored, ``o``. The next task (a new writer) resumes at ``o + 1`` and puts
+``o`` on its first sync ``s`` of that partition (header ``mirrorline.sync.resumes-after``, only on
+number 0). The reader joins ``s`` to the partition's previous sync ``p`` in the topic when
+``p.u == o``, whichever writer wrote ``p``. That is safe for the same reason as above, with
+``n = 1``: ``p`` says the copy of ``o`` is at ``p.d``; everything the new task copies comes after
+``o`` and ``s`` is its first copy, so upstream offsets between ``o`` and ``s.u`` hold nothing the
+task was given (transaction markers, aborted or filtered records); any record on the remote
+partition between ``p.d`` and ``s.d`` is an *extra* (the old task's copies of records after ``o``
+it had not stored, which the new task copies again, or someone else's). Hence a consumer
+translated through ``p -> s`` re-reads at most those extras and skips nothing, and with none
+(a clean stop) the join is exact. Every way this can fail makes the rule refuse, not lie: the
+final flush failed or was cut short (``p.u < o``: no join), the old task wrote syncs past ``o``
+(``p.u > o``: no join, and ``s`` is an upstream rewind), the new task moved off ``o + 1`` (records
+lost to retention, topic re-created: the writer sends no resumes header), or ``s`` itself was
+dropped (the first sync sent is then number 1, which joins nothing).
 
 Adjacency is all that matters, not how the topic is read: the first sync of a read starts a run,
 and every later sync either extends the open run or closes it. So runs can be built from every sync
@@ -55,37 +78,75 @@ when two runs overlap. The module is pure: no Kafka, no asyncio.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .formats import OffsetSync
 
-__all__ = ["MAX_RUNS", "PartitionRuns", "Run", "UNCHAINED", "SYNC_SEQUENCE_HEADER", "SYNC_WRITER_HEADER",
-           "chain_headers", "chain_of"]
+__all__ = ["MAX_RUNS", "Chain", "PartitionRuns", "Run", "UNCHAINED", "SYNC_RESUMES_HEADER", "SYNC_SEQUENCE_HEADER",
+           "SYNC_WRITER_HEADER", "chain_headers", "chain_of", "joins"]
 
 #: Record headers mirrorline's offset-sync writer adds (MM2's readers ignore headers): the writer's
-#: random id and, per upstream partition, the number of the sync among those it queued. Two syncs
+#: random id and, per upstream partition, the number of the sync among those it sent. Two syncs
 #: are adjacent *as written* only when they come from one writer with consecutive numbers, so a
-#: sync lost before it reached the topic (a crash, a failed send, coalescing) breaks the chain.
+#: sync lost before it reached the topic (a crash, a failed send, coalescing a sync the chain
+#: needs) breaks the chain.
 SYNC_WRITER_HEADER = "mirrorline.sync.writer"
 SYNC_SEQUENCE_HEADER = "mirrorline.sync.sequence"
+#: On a writer's first sync (number 0) of a partition only: the source offset the task resumed
+#: after (its stored source offset), when it resumed from one and has not moved since. See
+#: "Restarted tasks" in the module docstring.
+SYNC_RESUMES_HEADER = "mirrorline.sync.resumes-after"
+
+
+class Chain(NamedTuple):
+    """Where an offset-sync record stands in its writer's chain (from its headers)."""
+
+    writer: bytes
+    sequence: int
+    resumes_after: int | None = None
+
+
 #: The chain of a sync without those headers (Java MM2's, or an older mirrorline's): never adjacent.
-UNCHAINED = ("", -1)
+UNCHAINED = Chain(b"", -1)
 
 
-def chain_headers(writer: bytes, sequence: int) -> list[tuple[str, bytes]]:
+def chain_headers(writer: bytes, sequence: int, resumes_after: int | None = None) -> list[tuple[str, bytes]]:
     """The headers a writer puts on its ``sequence``-th sync of a partition."""
-    return [(SYNC_WRITER_HEADER, writer), (SYNC_SEQUENCE_HEADER, str(sequence).encode())]
+    headers = [(SYNC_WRITER_HEADER, writer), (SYNC_SEQUENCE_HEADER, str(sequence).encode())]
+    if resumes_after is not None and sequence == 0:
+        headers.append((SYNC_RESUMES_HEADER, str(resumes_after).encode()))
+    return headers
 
 
-def chain_of(headers) -> tuple[bytes, int]:
-    """``(writer, sequence)`` from an offset-sync record's headers, or :data:`UNCHAINED`."""
+def chain_of(headers) -> Chain:
+    """The :class:`Chain` of an offset-sync record from its headers, or :data:`UNCHAINED`."""
     found = dict(headers or ())
     writer, sequence = found.get(SYNC_WRITER_HEADER), found.get(SYNC_SEQUENCE_HEADER)
     if not writer or sequence is None:
         return UNCHAINED
     try:
-        return bytes(writer), int(sequence)
+        number = int(sequence)
+        resumes = found.get(SYNC_RESUMES_HEADER)
+        resumes_after = int(resumes) if resumes is not None and number == 0 else None
     except ValueError:
         return UNCHAINED
+    if number < 0:
+        return UNCHAINED
+    return Chain(bytes(writer), number, resumes_after)
+
+
+def joins(chain: Chain, previous_chain: Chain | None, previous_sync: OffsetSync | None) -> bool:
+    """Whether a sync with ``chain`` may join the partition's previous sync in the topic.
+
+    Either the same writer's next number, or a restarted task's first sync resuming after exactly
+    the previous sync's upstream offset (module docstring, "Restarted tasks").
+    """
+    if chain.sequence < 0 or previous_sync is None:
+        return False
+    if chain.resumes_after is not None:
+        return previous_sync.upstream_offset == chain.resumes_after
+    return (previous_chain is not None and previous_chain.sequence >= 0 and previous_chain.writer == chain.writer
+            and previous_chain.sequence + 1 == chain.sequence)
 
 MAX_RUNS = 64
 """Default number of runs kept per upstream topic-partition (the newest)."""

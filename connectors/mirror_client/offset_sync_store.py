@@ -71,7 +71,7 @@ so a reader holding the previous list never sees a half-repaired array.
 from __future__ import annotations
 
 from .formats import OffsetSync
-from .offset_sync_runs import MAX_RUNS, UNCHAINED, PartitionRuns
+from .offset_sync_runs import MAX_RUNS, Chain, PartitionRuns, joins
 
 __all__ = ["OffsetSyncStore", "SYNCS_PER_PARTITION"]
 
@@ -139,7 +139,7 @@ class OffsetSyncStore:
         self._epoch = 0
         self._epoch_of: dict[tuple[str, int], int] = {}
         self._next_record_offset: int | None = None
-        self._chain_of: dict[tuple[str, int], tuple[bytes, int]] = {}
+        self._chain_of: dict[tuple[str, int], Chain] = {}
 
     @property
     def ready(self) -> bool:
@@ -150,16 +150,17 @@ class OffsetSyncStore:
         """Mark the initial read-to-end of the offset-syncs topic as done; idempotent."""
         self._read_to_end = True
 
-    def update(self, sync: OffsetSync, record_offset: int | None = None,
-               chain: tuple[bytes, int] | None = None) -> None:
+    def update(self, sync: OffsetSync, record_offset: int | None = None, chain: Chain | None = None) -> None:
         """Record ``sync`` (the next offset-syncs record) for its upstream topic-partition.
 
         ``record_offset`` is the sync's offset in the offset-syncs topic; when given, a gap since
         the previous record stops every run from joining across it (see :meth:`skip_record`).
-        ``chain`` is the record's ``(writer, sequence)`` (:func:`~.offset_sync_runs.chain_of`): when
-        given, the sync joins the previous one of its partition only if it comes from the same
-        writer with the next number, so no sync was lost in between; :data:`UNCHAINED` never
-        joins. Without either, the syncs are taken to be adjacent in topic order.
+        ``chain`` is the record's :class:`~.offset_sync_runs.Chain` (:func:`~.offset_sync_runs.chain_of`):
+        when given, the sync joins the previous one of its partition only as
+        :func:`~.offset_sync_runs.joins` allows (the same writer's next number, or a restarted
+        task's first sync resuming exactly after it), so no sync was lost in between;
+        :data:`~.offset_sync_runs.UNCHAINED` never joins. Without either, the syncs are taken to be
+        adjacent in topic order.
         """
         self._note_record_offset(record_offset)
         key = (sync.topic, sync.partition)
@@ -168,9 +169,7 @@ class OffsetSyncStore:
             runs = self._runs[key] = PartitionRuns(self._max_runs)
         adjacent = self._epoch_of.get(key) == self._epoch
         if chain is not None:
-            previous = self._chain_of.get(key)
-            adjacent = (adjacent and chain != UNCHAINED and previous is not None
-                        and previous[0] == chain[0] and previous[1] + 1 == chain[1])
+            adjacent = adjacent and joins(chain, self._chain_of.get(key), runs.last)
             self._chain_of[key] = chain
         runs.add(sync, adjacent=adjacent)
         self._epoch_of[key] = self._epoch

@@ -6,7 +6,9 @@ cluster with the connector configs MM2 would derive (``A->B.topics``, per-cluste
 settings, flow overrides ...).
 
 As MM2, every flow runs the Heartbeat connector (flows not enabled run only that), and
-enabled flows also run the MirrorSource and MirrorCheckpoint connectors.
+enabled flows also run the MirrorSource and MirrorCheckpoint connectors; a connector whose
+validation refuses its config (e.g. the checkpoint connector with ``emit.offset-syncs.enabled =
+false``) stands aside with one log line while the others run.
 
 As MM2's dedicated mode, each flow's worker is a distributed worker: it joins the group
 ``<source>-mm2`` on the target cluster and keeps configs, offsets and statuses in
@@ -43,13 +45,8 @@ from mirrorline.connectors.mirror_client.clients import (
     same_cluster_flow_allowed,
 )
 from mirrorline.connectors.mirror_client.config import client_props
-from mirrorline.connectors.mm2.mm2_config import (
-    CHECKPOINT_CONNECTOR,
-    HEARTBEAT_CONNECTOR,
-    SOURCE_CONNECTOR,
-    Flow,
-    MirrorMakerConfig,
-)
+from mirrorline.connectors.mm2.flow_connectors import flow_connectors, log_left_out
+from mirrorline.connectors.mm2.mm2_config import SOURCE_CONNECTOR, Flow, MirrorMakerConfig
 from mirrorline.connectors.mm2.processes import (
     ChildProcesses,
     child_argv,
@@ -61,25 +58,28 @@ from mirrorline.connectors.mm2.processes import (
 
 log = logging.getLogger(__name__)
 
-#: Connectors an enabled flow runs; the heartbeat connector runs for every flow, enabled or not.
-FLOW_CONNECTORS = (SOURCE_CONNECTOR, CHECKPOINT_CONNECTOR)
 #: How long the start-up check waits for a cluster to give its id before leaving the check to the connectors.
 CLUSTER_ID_TIMEOUT_S = 15.0
 
 
 def worker_specs(config: MirrorMakerConfig, target_filter: list[str] | None) -> list[WorkerSpec]:
-    """One distributed WorkerSpec per flow, with the connectors MM2 runs for it."""
-    specs = []
-    for flow in config.flows(target_filter):
-        connectors = [flow.connector_configs[name] for name in FLOW_CONNECTORS
-                      if flow.connector_configs[name].get("enabled", "false").lower() == "true"]
-        if flow.heartbeats_enabled:
-            connectors.append(flow.connector_configs[HEARTBEAT_CONNECTOR])
-        if not connectors:
-            continue
-        specs.append(WorkerSpec(flow.name, dict(flow.worker_config), connectors, distributed=True))
-    if not any(flow.enabled for flow in config.flows(target_filter)):
+    """One distributed WorkerSpec per flow, with the connectors MM2 runs for it.
+
+    A connector whose own validation refuses its config is left out with one log line, and the
+    rest run (:mod:`mirrorline.connectors.mm2.flow_connectors`); ConfigError only when nothing is left.
+    """
+    flows = config.flows(target_filter)
+    if not any(flow.enabled for flow in flows):
         raise ConfigError("No source->target replication flows are enabled: set for example 'A->B.enabled = true'")
+    specs, left_out = [], []
+    for flow in flows:
+        chosen = flow_connectors(flow)
+        log_left_out(chosen)
+        left_out.extend(f"flow {flow.name}: {name}: {why}" for name, why in chosen.left_out.items())
+        if chosen.configs:
+            specs.append(WorkerSpec(flow.name, dict(flow.worker_config), chosen.configs, distributed=True))
+    if not specs:
+        raise ConfigError("no connector can run: " + "; ".join(left_out))
     return specs
 
 

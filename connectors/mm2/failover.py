@@ -7,6 +7,11 @@ how many records the group would read again after switching (see
 the copy of its next record, from the offset map ``mirrorline reconcile`` stored on the target
 (:mod:`mirrorline.connectors.mm2.reconcile_exact`): 0 re-reads, and the source may be gone.
 
+A partition the group has a position for on the source without a checkpoint (found with
+``--source-bootstrap``; without it, a partition of a checkpointed topic that holds records on the
+target and has no checkpoint) is listed with what it would lose or re-read, and both commands exit
+1 naming it unless ``--allow-partial``.
+
 ``failover --group`` commits the translated offsets to the same group on the target
 (``failover MM2_PROPERTIES --flow A->B`` and ``failback`` move whole flows: see
 :mod:`mirrorline.connectors.mm2.flow_failover`). It refuses while
@@ -32,7 +37,9 @@ from mirrorline.connectors.mirror_client.client import MirrorClient, reread_coun
 from mirrorline.connectors.mirror_client.clients import quiet_client_logs
 from mirrorline.connectors.mirror_client.formats import Checkpoint
 from mirrorline.connectors.mm2.flow_failover import add_flow_arguments, run_failback, run_failover
+from mirrorline.connectors.mm2.locate import bounds
 from mirrorline.connectors.mm2.reconcile_exact import exact_or_fail, load_maps
+from mirrorline.connectors.mm2.untranslated import Untranslated, blocking, describe, impact, refuse_partial, report_partial
 
 
 @dataclass
@@ -84,8 +91,10 @@ async def _reaching(side: str, bootstrap: str) -> AsyncIterator[None]:
                            f"settings, if any)") from None
 
 
-async def plan(args: argparse.Namespace, clients: KafkaClients) -> tuple[list[PartitionPlan], str]:
-    """The group's checkpoints on the target, its current offsets there, its state, and re-read counts."""
+async def plan(args: argparse.Namespace,
+               clients: KafkaClients) -> tuple[list[PartitionPlan], str, list[Untranslated]]:
+    """The group's checkpoints on the target, its current offsets there, its state, re-read counts, and the
+    partitions it has a position for on the source that no checkpoint translates."""
     target_props = _props(args.target_bootstrap, args.target_config)
     async with _reaching("target", args.target_bootstrap), MirrorClient(target_props, clients) as client:
         checkpoints = await client.checkpoints(args.group, args.source)
@@ -95,6 +104,8 @@ async def plan(args: argparse.Namespace, clients: KafkaClients) -> tuple[list[Pa
         state = await clients.describe_consumer_group_state(client.admin, args.group)
         current = {tp: om.offset for tp, om in (await client.admin.list_consumer_group_offsets(args.group)).items()
                    if om.offset >= 0}
+        counts = {entry["topic"]: len(entry["partitions"]) for entry in await client.admin.describe_topics()
+                  if entry.get("error_code", 0) == 0}
         policy = client.policy
     exact: dict[TopicPartition, int] = {}
     if getattr(args, "exact", False):  # from the offset map reconcile stored on the target
@@ -102,7 +113,10 @@ async def plan(args: argparse.Namespace, clients: KafkaClients) -> tuple[list[Pa
         exact = exact_or_fail(maps, policy, args.source, args.group,
                               {tp: c.upstream_offset for tp, c in checkpoints.items()})
     rereads: dict[TopicPartition, int | None] = {}
-    if args.source_bootstrap:
+    untranslated: list[Untranslated] = []
+    if not args.source_bootstrap:
+        untranslated = await _unknown_untranslated(clients, target_props, args, checkpoints, counts)
+    else:
         source_kwargs = clients.client_kwargs(_props(args.source_bootstrap, args.source_config), "consumer")[0]
         target_kwargs = clients.client_kwargs(target_props, "consumer")[0]
         # earliest: should a position reset ever win over a seek, the scan restarts from the
@@ -120,14 +134,57 @@ async def plan(args: argparse.Namespace, clients: KafkaClients) -> tuple[list[Pa
                     rereads[tp] = await reread_count(source, TopicPartition(upstream, tp.partition),
                                                      checkpoint.upstream_offset, target, tp,
                                                      exact.get(tp, checkpoint.downstream_offset))
+            on_source = await _committed_on_source(args, clients)
+            for origin, position in sorted(on_source.items()):
+                remote = TopicPartition(policy.format_remote_topic(args.source, origin.topic), origin.partition)
+                if remote in checkpoints or counts.get(remote.topic, 0) <= remote.partition:
+                    continue  # translated, or a topic (partition) not mirrored to the target
+                skipped, reread, why = await impact(source, origin, position, target, remote)
+                reason = "no checkpoint" + (f" and its exact position is unknown ({why})" if why else "")
+                untranslated.append(Untranslated(args.group, remote, position, skipped, reread, reason))
         finally:  # stopped even when start failed: an unstarted consumer still holds a client
             await source.stop()
             await target.stop()
     plans = [PartitionPlan(tp, c, current.get(tp), rereads.get(tp), exact.get(tp)) for tp, c in checkpoints.items()]
-    return plans, state
+    return plans, state, untranslated
 
 
-def _print(plans: list[PartitionPlan], group: str, state: str) -> None:
+async def _committed_on_source(args: argparse.Namespace, clients: KafkaClients) -> dict[TopicPartition, int]:
+    admin = AIOKafkaAdminClient(**clients.client_kwargs(_props(args.source_bootstrap, args.source_config), "admin")[0])
+    try:
+        async with _reaching("source", args.source_bootstrap):
+            await admin.start()
+            offsets = await admin.list_consumer_group_offsets(args.group)
+    finally:
+        await admin.close()
+    return {tp: om.offset for tp, om in offsets.items() if om.offset >= 0}
+
+
+async def _unknown_untranslated(clients: KafkaClients, target_props: dict, args: argparse.Namespace,
+                                checkpoints: dict, counts: dict[str, int]) -> list[Untranslated]:
+    """Without the source: partitions of the checkpointed topics with records but no checkpoint."""
+    candidates = [TopicPartition(topic, partition) for topic in sorted({tp.topic for tp in checkpoints})
+                  for partition in range(counts.get(topic, 0)) if TopicPartition(topic, partition) not in checkpoints]
+    if not candidates:
+        return []
+    target = AIOKafkaConsumer(**clients.client_kwargs(target_props, "consumer")[0], enable_auto_commit=False)
+    found = []
+    try:
+        async with _reaching("target", args.target_bootstrap):
+            await target.start()
+        for tp in candidates:
+            start, end = await bounds(target, tp)
+            if start < end:
+                found.append(Untranslated(args.group, tp, None, None, None,
+                                          f"no checkpoint; without --source-bootstrap whether the group has a "
+                                          f"position there on {args.source} is unknown"))
+    finally:
+        await target.stop()
+    return found
+
+
+def _print(plans: list[PartitionPlan], group: str, state: str, untranslated: list[Untranslated],
+           source: str) -> None:
     print(f"group {group} on the target: {state}")
     print(f"{'topic-partition':<50} {'source pos':>10} {'target pos':>10} {'current':>9} {'re-read':>8}")
     for p in plans:
@@ -135,9 +192,12 @@ def _print(plans: list[PartitionPlan], group: str, state: str) -> None:
         current = "-" if p.current is None else str(p.current)
         print(f"{p.tp.topic + '-' + str(p.tp.partition):<50} {p.checkpoint.upstream_offset:>10} "
               f"{p.position:>10} {current:>9} {reread:>8}" + ("  (exact, offset map)" if p.exact is not None else ""))
+    for u in untranslated:
+        print(describe(u, source))
     known = [p.reread for p in plans if p.reread is not None]
     if known:
-        print(f"a consumer switching now would read {sum(known)} record(s) again and skip none")
+        print(f"a consumer switching now would read {sum(known)} record(s) again and skip none"
+              + (" on the partitions translated" if blocking(untranslated) else ""))
 
 
 class TranslateCommand(Command):
@@ -150,14 +210,17 @@ class TranslateCommand(Command):
         actions = parser.add_subparsers(dest="offsets_action", metavar="ACTION", required=True)
         translate = actions.add_parser("translate", help="print a group's positions translated for the target")
         _add_common(translate)
+        translate.add_argument("--allow-partial", action="store_true",
+                               help="exit 0 even when partitions with a position on the source have no translation")
         translate.add_argument("--exact", action="store_true",
                                help="translate with the offset map `mirrorline reconcile` stored on the target: "
                                     "the copy of the group's next record (0 re-reads), even with the source gone")
 
     async def run(self, args: argparse.Namespace, launcher: WorkerLauncher) -> int:
         with quiet_client_logs():
-            plans, state = await plan(args, launcher.clients)
-        _print(plans, args.group, state)
+            plans, state, untranslated = await plan(args, launcher.clients)
+        _print(plans, args.group, state, untranslated, args.source)
+        refuse_partial(untranslated, args.source, "the target", args.allow_partial)
         return 0
 
 
@@ -192,11 +255,12 @@ class FailoverCommand(Command):
 
 
     async def _failover(self, args: argparse.Namespace, clients: KafkaClients) -> int:
-        plans, state = await plan(args, clients)
-        _print(plans, args.group, state)
+        plans, state, untranslated = await plan(args, clients)
+        _print(plans, args.group, state, untranslated, args.source)
         if state not in ("Empty", "Dead") and not args.force:
             raise ConnectError(f"group {args.group} is {state} on the target: stop its consumers there first "
                                f"(or pass --force)")
+        refuse_partial(untranslated, args.source, "the target", args.allow_partial)
         changes = {p.tp: (p.position, p.checkpoint.metadata) for p in plans
                    if args.allow_backwards or not p.backwards}
         kept = [p for p in plans if p.backwards and not args.allow_backwards]
@@ -215,6 +279,7 @@ class FailoverCommand(Command):
             finally:
                 await admin.close()
         print(f"committed {len(changes)} offset(s) for group {args.group} on the target")
+        report_partial(untranslated, "the target")
         return 0
 
 

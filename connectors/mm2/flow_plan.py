@@ -21,6 +21,7 @@ from mirrorline.connectors.mirror_client.policies import ReplicationPolicy, is_c
 from mirrorline.connectors.mm2.rpo import TopicRpo, topic_rpo
 
 from .flow_clients import Side
+from .untranslated import Untranslated, blocking, describe, summary_line
 
 #: Group states in which offsets may be committed for a group from outside it.
 INACTIVE_STATES = ("Empty", "Dead")
@@ -62,6 +63,8 @@ class GroupMove:
     group: str
     state: str
     partitions: list[PartitionMove] = field(default_factory=list)
+    #: partitions it has a position for on the origin that the move cannot translate
+    untranslated: list[Untranslated] = field(default_factory=list)
 
     @property
     def active(self) -> bool:
@@ -85,6 +88,11 @@ class FlowPlan:
     rpo_note: str
     groups: list[GroupMove]
     steps: list[str] = field(default_factory=list)
+
+    @property
+    def untranslated(self) -> list[Untranslated]:
+        """Every partition of every group left without translation (harmless ones included)."""
+        return [u for move in self.groups for u in move.untranslated]
 
     @property
     def missing(self) -> int | None:
@@ -180,16 +188,21 @@ def format_plan(plan: FlowPlan) -> str:
         lines.append(f"  total: {'unknown' if total is None else total} record(s), up to {worst:.1f} s of data")
         if plan.rpo_note:
             lines.append(f"  {plan.rpo_note}")
+    untranslated_line = summary_line(plan.untranslated, plan.origin)
+    if untranslated_line:
+        lines.append(f"  {untranslated_line}")
     lines.append("")
     lines.append(f"Consumer groups ({len(plan.groups)}):")
     for move in plan.groups:
         rereads = [p.rereads for p in move.partitions]
         known = [r for r in rereads if r is not None]
-        summary = (f"{sum(known)} re-read(s)" if len(known) == len(rereads) and rereads
+        summary = ("nothing to commit" if not rereads else f"{sum(known)} re-read(s)" if len(known) == len(rereads)
                    else f"re-reads unknown for {len(rereads) - len(known)} partition(s)")
+        left = blocking(move.untranslated)
         lines.append(f"  group {move.group} ({move.state} on {plan.destination}): {len(move.partitions)} "
-                     f"partition(s), {summary}")
-        lines.append(f"    {'topic-partition':<44} {'from':>9} {'to':>9} {'current':>9} {'re-read':>8} {'via':>10}")
+                     f"partition(s), {summary}" + (f", {len(left)} WITHOUT TRANSLATION" if left else ""))
+        if move.partitions:
+            lines.append(f"    {'topic-partition':<44} {'from':>9} {'to':>9} {'current':>9} {'re-read':>8} {'via':>10}")
         for p in move.partitions:
             origin = "-" if p.origin_position is None else str(p.origin_position)
             to = "?" if p.position is None else str(p.position)
@@ -198,6 +211,8 @@ def format_plan(plan: FlowPlan) -> str:
             name = f"{p.destination.topic}-{p.destination.partition}"
             lines.append(f"    {name:<44} {origin:>9} {to:>9} {current:>9} {reread:>8} {p.how:>10}"
                          + (f"  ({p.note})" if p.note else ""))
+        for u in move.untranslated:
+            lines.append(f"    {describe(u, plan.origin)}")
     lines.append("")
     lines.append("Steps:")
     lines.extend(f"  {i}. {step}" for i, step in enumerate(plan.steps, 1))

@@ -4,8 +4,8 @@ MM2 (JMX, group ``MirrorSourceConnector``, tags source/target/topic/partition, `
 the remote topic) has record-count, record-age-ms, replication-latency-ms and byte-count; the
 ``-rate`` and ``-min/-max/-avg`` variants are what Prometheus computes from these series
 (``rate()``, ``*_over_time``). Beyond MM2: ``copied_records`` (by copy path, see
-``batch.forwarding.enabled``), ``replication_lag_records`` (source end offset minus
-next offset to replicate) and ``skipped_topics`` (topics not mirrored, by reason), and two
+``batch.forwarding.enabled``), ``replication_lag_records`` (records a consumer can be given
+that are not replicated yet: transaction markers and aborted records do not count) and ``skipped_topics`` (topics not mirrored, by reason), and two
 series for source anomalies MM2 passes over silently: ``records_lost_to_retention`` (records
 deleted on the source before they were copied) and ``source_offset_resets`` (times a partition's
 position had to be moved to its log start, by reason: ``lost-to-retention`` or
@@ -32,7 +32,10 @@ RECORD_AGE_MS = Gauge(_PREFIX + "record_age_ms", "Age of the last polled record:
 REPLICATION_LATENCY_MS = Gauge(_PREFIX + "replication_latency_ms",
                                "Now - source record timestamp, when the target acknowledged it.", _TAGS)
 REPLICATION_LAG_RECORDS = Gauge(_PREFIX + "replication_lag_records",
-                                "Records on the source not yet replicated (end offset - next offset).", _TAGS)
+                                "Records on the source not yet replicated: those a consumer can still be given "
+                                "(last stable offset under read_committed, else high watermark, minus the fetch "
+                                "position) plus those fetched and not yet acknowledged by the target. Transaction "
+                                "markers and aborted records are not counted.", _TAGS)
 SKIPPED_TOPICS = Counter(_PREFIX + "skipped_topics", "Source topics not mirrored, by reason.",
                          ("source", "target", "reason"))
 RECORDS_LOST_TO_RETENTION = Counter(

@@ -47,6 +47,7 @@ from mirrorline.connectors.source_mirror.config import (
 )
 from mirrorline.connectors.source_mirror.errors import SourceReadError, read_error_message
 from mirrorline.connectors.source_mirror.offset_syncs import OffsetSyncWriter
+from mirrorline.connectors.source_mirror.pending import PendingRecords
 from mirrorline.connectors.source_mirror.positions import PositionCheck, PositionState, check_position
 from mirrorline.connectors.source_mirror.record_batches import ForwardableBatch, coalesce
 from mirrorline.connectors.source_mirror.topics import parse_partition
@@ -62,6 +63,8 @@ RESET_WAIT_S = 5.0
 #: How long a failing poll() waits for the consumer's position of each affected partition (normally
 #: known at once) to name it in the error.
 POSITION_WAIT_S = 2.0
+#: How long stop() waits for the last offset syncs to be acknowledged (the runtime bounds stop() too).
+SYNC_FLUSH_TIMEOUT_S = 3.0
 
 
 class _PartitionMetrics:
@@ -138,9 +141,8 @@ class MirrorSourceTask(SourceTask):
         self._copied = {path: metrics.COPIED_RECORDS.labels(self.source_alias, self.target_alias, path)
                         for path in ("batch", "rebuilt", "record")}
 
-        # next offset to have acknowledged per partition (stored + 1, then each ack + 1): pending_records()
-        self._next_to_ack: dict[TopicPartition, int] = {}
         self._lost: dict[TopicPartition, int] = {}
+        self._resume_after: dict[tuple[str, int], int] = {}
         user_props = client_props(config, "source", "consumer")
         self.user_offset_reset = str(user_props.get("auto.offset.reset", "earliest")).strip().lower()
         # "none" so that aiokafka raises OffsetOutOfRangeError instead of resetting silently
@@ -162,6 +164,7 @@ class MirrorSourceTask(SourceTask):
         self._principal = kwargs.get("sasl_plain_username")  # named in read errors
         self.consumer = AIOKafkaConsumer(**kwargs)
         await self.consumer.start()
+        self._pending = PendingRecords(self.consumer, read_committed=kwargs.get("isolation_level") == "read_committed")
         self._capture: BatchCapture | None = None
         self._coalesce_bytes = parsed[BATCH_FORWARDING_COALESCE_BYTES]
         self._path_reason = self._record_path_reason(parsed)
@@ -176,6 +179,7 @@ class MirrorSourceTask(SourceTask):
 
         self.sync_writer = None
         self.sync_producer = None
+        self._sync_sender = None
         if parsed["emit.offset-syncs.enabled"]:
             on_source = parsed[OFFSET_SYNCS_TOPIC_LOCATION] == "source"
             side = "source" if on_source else "target"
@@ -188,7 +192,9 @@ class MirrorSourceTask(SourceTask):
             # fills, and MM2's coalescing drops the intermediate syncs of the other partitions,
             # leaving consumers that lag behind the newest sync without a translation.
             await self.sync_producer.partitions_for(topic)
-            self.sync_writer = OffsetSyncWriter(self.sync_producer, topic, parsed["offset.lag.max"])
+            self.sync_writer = OffsetSyncWriter(self.sync_producer, topic, parsed["offset.lag.max"],
+                                                resume_after=self._resume_after)
+            self._sync_sender = self.context.run_in_background(self.sync_writer.run(), "offset-syncs")
         log.info("Task %s mirrors %d partitions from %s to %s, %s", self.context.task_id, len(self.partitions),
                  self.source_alias, self.target_alias,
                  "forwarding record batches whole (batch.forwarding.enabled)" if self._capture is not None
@@ -212,7 +218,8 @@ class MirrorSourceTask(SourceTask):
             if offset is not None and offset.get("offset", -1) >= 0:
                 positions[tp] = offset["offset"] + 1
                 self.consumer.seek(tp, positions[tp])
-        self._next_to_ack.update(positions)
+        # where the offset-sync chain of the previous task may be continued (offset_sync_runs, "Restarted tasks")
+        self._resume_after = {(tp.topic, tp.partition): position - 1 for tp, position in positions.items()}
         await self._check_positions(positions, at_start=True)
         await self._position_new_partitions([tp for tp in self.partitions if tp not in positions])
 
@@ -286,32 +293,17 @@ class MirrorSourceTask(SourceTask):
         if self.user_offset_reset == "none":
             # the user asked for out-of-range positions to fail, as Kafka's consumer does with "none"
             raise OffsetOutOfRangeError({tp: check.position})
+        self._resume_after.pop((tp.topic, tp.partition), None)
+        if getattr(self, "sync_writer", None) is not None:
+            self.sync_writer.forget_resume(tp.topic, tp.partition)
         self.consumer.seek(tp, check.resume_at)
-        self._next_to_ack[tp] = check.resume_at
 
     def pending_records(self) -> int | None:
-        """Records on the source not yet acknowledged by the target, over the assigned partitions.
-
-        The end offset is the consumer's last known high watermark; the start is the next offset to
-        be acknowledged, so records polled but still in flight count as pending (a task whose sends
-        hang shows pending work). Partitions where either is unknown are left out; None while no
-        partition is known.
-        """
-        consumer = getattr(self, "consumer", None)
-        if consumer is None:
-            return None
-        total, known = 0, False
-        assigned = consumer.assignment()  # highwater() asserts assignment; start() may still be running
-        for tp in self.partitions:
-            if tp not in assigned:
-                continue
-            end = consumer.highwater(tp)
-            start = self._next_to_ack.get(tp)
-            if end is None or start is None:
-                continue
-            known = True
-            total += max(0, end - start)
-        return total if known else None
+        """Records on the source still to copy over the assigned partitions, counting only records a
+        consumer can be given (transaction markers and aborted records are not), records polled and not
+        yet acknowledged included; None while no partition is known (:mod:`.pending`)."""
+        pending = getattr(self, "_pending", None)
+        return None if pending is None else pending.total(self.partitions)
 
     async def poll(self) -> list[SourceRecord]:
         if not self.partitions:
@@ -340,8 +332,6 @@ class MirrorSourceTask(SourceTask):
             if messages and type(messages[0]) is ForwardableBatch:
                 batches_by_partition.append(self._add_batches(tp, messages, metric, now))
                 continue
-            if messages:
-                self._next_to_ack.setdefault(tp, messages[0].offset)
             partition = source_partition(self.source_alias, tp.topic, tp.partition)
             remote = self.remote[tp]
             size = 0
@@ -351,14 +341,16 @@ class MirrorSourceTask(SourceTask):
                                             message.timestamp if message.timestamp >= 0 else None))
                 size += len(message.value) if message.value is not None else 0
             if messages:
+                self._pending.handed_over(tp, len(messages))
                 self._copied["record"].inc(len(messages))
                 metric.byte_count.inc(size)
                 metric.record_age_ms.set(now - messages[-1].timestamp)
-                end = self.consumer.highwater(tp)
-                if end is not None:
-                    metric.lag_records.set(max(0, end - messages[-1].offset - 1))
         if batches_by_partition:
             records.extend(interleave(batches_by_partition))
+        for tp in self.partitions:  # every partition, those without records too: markers move positions
+            lag = self._pending.of(tp)
+            if lag is not None:
+                self._metrics[tp].lag_records.set(lag)
         return records
 
     def _add_batches(self, tp: TopicPartition, batches: list[ForwardableBatch], metric,
@@ -368,7 +360,6 @@ class MirrorSourceTask(SourceTask):
         batches = coalesce(batches, self._coalesce_bytes)
         partition = source_partition(self.source_alias, tp.topic, tp.partition)
         remote = self.remote[tp]
-        self._next_to_ack.setdefault(tp, batches[0].source_offsets[0])
         size = forwarded = rebuilt = 0
         for fetched in batches:
             out.append(MirrorBatch(partition, remote, tp.partition, fetched))
@@ -382,12 +373,10 @@ class MirrorSourceTask(SourceTask):
             self._copied["batch"].inc(forwarded)
         if rebuilt:
             self._copied["rebuilt"].inc(rebuilt)
+        self._pending.handed_over(tp, forwarded + rebuilt)
         last = batches[-1]
         if last.max_timestamp >= 0:
             metric.record_age_ms.set(now - last.max_timestamp)
-        end = self.consumer.highwater(tp)
-        if end is not None:
-            metric.lag_records.set(max(0, end - last.source_offsets[-1] - 1))
         return out
 
     async def _positions_of(self, error: KafkaError) -> dict[TopicPartition, int | None]:
@@ -421,12 +410,10 @@ class MirrorSourceTask(SourceTask):
     async def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:
         upstream_topic = record.source_partition["topic"]
         if metadata is None:  # a transform dropped it: nothing was written, so no metrics and no offset sync
-            tp = TopicPartition(upstream_topic, record.source_partition["partition"])
-            self._next_to_ack[tp] = record.source_offset["offset"] + 1
+            self._pending.acknowledged(TopicPartition(upstream_topic, record.source_partition["partition"]), 1)
             return
         tp = TopicPartition(upstream_topic, metadata.partition)
-        # plain assignment, not max(): after the topic was re-created, offsets start low again
-        self._next_to_ack[tp] = record.source_offset["offset"] + 1
+        self._pending.acknowledged(tp, 1)
         metric = self._metrics.get(tp)
         if metric is not None:
             metric.record_count.inc()
@@ -435,13 +422,12 @@ class MirrorSourceTask(SourceTask):
         if self.sync_writer is not None:
             self.sync_writer.record(upstream_topic, metadata.partition, record.source_offset["offset"],
                                     metadata.offset)
-            await self.sync_writer.fire_pending()
 
     async def commit_batch(self, batch: SourceBatch, metadata: RecordMetadata) -> None:
         upstream_topic = batch.source_partition["topic"]
         tp = TopicPartition(upstream_topic, metadata.partition)
         offsets = batch.source_offsets
-        self._next_to_ack[tp] = offsets[-1] + 1
+        self._pending.acknowledged(tp, batch.record_count)
         metric = self._metrics.get(tp)
         if metric is not None:
             metric.record_count.inc(batch.record_count)
@@ -449,17 +435,39 @@ class MirrorSourceTask(SourceTask):
                 metric.replication_latency_ms.set(time.time() * 1000 - batch.max_timestamp)
         if self.sync_writer is not None:
             self.sync_writer.record_batch(upstream_topic, metadata.partition, offsets, metadata.offset)
-            await self.sync_writer.fire_pending()
 
     async def commit(self) -> None:
         if self.sync_writer is not None:
-            await self.sync_writer.promote_delayed()
+            self.sync_writer.promote_delayed()
 
     async def stop(self) -> None:
         for partition_metrics in getattr(self, "_metrics", {}).values():
             partition_metrics.forget_gauges()
-        if self.sync_writer is not None:
-            await self.sync_writer.promote_delayed()
-        if self.sync_producer is not None:
-            await self.sync_producer.stop()
-        await self.consumer.stop()
+        try:
+            if self.sync_writer is not None:
+                await self._flush_syncs()
+        finally:
+            if self.sync_producer is not None:
+                await self.sync_producer.stop()
+            await self.consumer.stop()
+
+    async def _flush_syncs(self) -> None:
+        """Write every sync due, the latest position of each partition included, before the task is gone.
+
+        The runtime stored this task's source offsets and handed it its last acknowledgements
+        before calling stop(), so each partition's last sync is at its stored offset: the next task
+        continues the exact chain from there (offset_sync_runs, "Restarted tasks").
+        """
+        writer = self.sync_writer
+        try:
+            await asyncio.wait_for(writer.close(), SYNC_FLUSH_TIMEOUT_S)
+        except Exception as exc:  # a timeout or a broker error: say what is lost, stop anyway
+            log.warning("Task %s: %d offset sync(s) not written on stop (%r): groups on those partitions are "
+                        "translated with MM2's rule until the next task's syncs", self.context.task_id,
+                        writer.queued + writer.in_flight, exc)
+        if writer.failed_sends:
+            log.warning("Task %s: %d offset sync(s) could not be written during its lifetime",
+                        self.context.task_id, writer.failed_sends)
+        if self._sync_sender is not None:
+            self._sync_sender.cancel()
+            await asyncio.gather(self._sync_sender, return_exceptions=True)

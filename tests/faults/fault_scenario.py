@@ -63,6 +63,8 @@ class Scenario:
     watch: ProgressWatch | None = None
     #: free text for the table row (e.g. how long a broker was really down)
     note: str = ""
+    #: records the load generator saw acknowledged that neither cluster holds (see converge)
+    phantoms: int = 0
 
     @property
     def source(self) -> ClusterSpec:
@@ -230,6 +232,7 @@ class Scenario:
         self.readers.append(source)
         on_source = {v for values in (await asyncio.to_thread(source.catch_up)).values() for v in values}
         phantoms = missing - on_source
+        self.phantoms += len(phantoms)
         if phantoms:
             print(f"{self.label}: {len(phantoms)} record(s) acknowledged to the load generator without an offset "
                   f"are on neither cluster (a producer-side report, not a mirror loss): {sorted(phantoms)[:5]}")

@@ -40,7 +40,22 @@ async def test_remote_topic_exists_with_fewer_partitions(scenario, shared_cluste
 
 async def test_partitions_added_to_source_under_load(scenario, shared_clusters, fault_report):
     """The source topic grows from 2 to 4 partitions while records flow: the new ones are copied from offset 0."""
-    s = scenario("6 source partitions added under load", shared_clusters)
+    await _partitions_added(scenario("6 source partitions added under load", shared_clusters), fault_report)
+
+
+#: Runs of :func:`test_partitions_added_under_load_repeatedly` (``scripts/faults``).
+REPEATS = 20
+
+
+@pytest.mark.faults_slow
+@pytest.mark.parametrize("run", range(1, REPEATS + 1))
+async def test_partitions_added_under_load_repeatedly(run, scenario, shared_clusters, fault_report):
+    """The same, REPEATS times (about 20 s each, so only in ``scripts/faults``): it once lost 2 records of a
+    new partition (issue 23), a race that one run in a suite rarely meets."""
+    await _partitions_added(scenario(f"6 partitions added, run {run:>2}", shared_clusters), fault_report)
+
+
+async def _partitions_added(s, fault_report) -> None:
     topic = s.topic()
     await s.create_topic(topic, 2)
     load = s.load(topic, 2, RATE)
@@ -57,6 +72,11 @@ async def test_partitions_added_to_source_under_load(scenario, shared_clusters, 
     counted = await s.converge(topic, load.acknowledged(), timeout=60, unconfirmed=load.unconfirmed())
     assert set(load.acknowledged()) == {0, 1, 2, 3}
     assert await partitions_of(s.target.bootstrap_servers, s.remote(topic)) == [0, 1, 2, 3]
+    # The 2 records once counted lost here were never on the source: the load generator wrote to the new
+    # partitions before their leader had created them, and librdkafka reported a first batch that failed as
+    # delivered once the next one succeeded (LoadGenerator.set_partitions). It now waits for the leader, so
+    # every acknowledged record must be on the source: none may be set aside.
+    assert s.phantoms == 0, f"{s.phantoms} acknowledged record(s) are on neither cluster"
     await s.finish(counted, fault_report, expected_lost=0, dup_bound=GRACEFUL_DUP_BOUND, tasks=TASKS)
 
 

@@ -142,6 +142,7 @@ class LoadGenerator:
         from confluent_kafka import Producer
 
         self.topic = topic
+        self._bootstrap = bootstrap
         self.tag = tag or uuid.uuid4().hex[:6]
         self.rate = rate
         self._padding = b"." * value_size
@@ -184,7 +185,19 @@ class LoadGenerator:
             self.errors.append(f"{remaining} records still unacknowledged after {timeout}s")
 
     def set_partitions(self, count: int, timeout: float = 30.0) -> None:
-        """Spread records over ``count`` partitions from now on, once the producer's metadata shows them."""
+        """Spread records over ``count`` partitions from now on, once the producer's metadata shows them
+        and their leader answers for them.
+
+        The metadata lists a partition just added a few milliseconds before its leader has created its
+        log. A first produce request sent then fails (retriable) while the next one, pipelined behind
+        it, may land once the log exists; a partition without producer state accepts any first
+        sequence number, so that second batch is written at offset 0, and librdkafka, seeing a later
+        batch of the partition succeed, reports the first batch delivered too ("implicitly acked",
+        without an offset) although it was never written. Waiting until the leader answers a
+        ListOffsets for each new partition keeps the load from creating such records (issue 23).
+        """
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
+
         deadline = time.monotonic() + timeout
         while True:
             topic = self._producer.list_topics(self.topic, timeout=5).topics.get(self.topic)
@@ -193,6 +206,20 @@ class LoadGenerator:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the producer never saw {count} partitions of {self.topic}")
             time.sleep(0.2)
+        probe = Consumer({"bootstrap.servers": self._bootstrap, "group.id": f"fault-probe-{self.tag}",
+                          "enable.auto.commit": False, "log_level": 2})
+        try:
+            for partition in range(len(self._seq), count):
+                while True:
+                    try:
+                        probe.get_watermark_offsets(TopicPartition(self.topic, partition), timeout=5)
+                        break
+                    except KafkaException:
+                        if time.monotonic() > deadline:
+                            raise TimeoutError(f"partition {partition} of {self.topic} never became writable")
+                        time.sleep(0.05)
+        finally:
+            probe.close()
         with self._lock:
             self._seq.extend([0] * (count - len(self._seq)))
             self._partitions = count

@@ -65,7 +65,7 @@ def test_sample_import_works(where, statement):
 
 
 #: Dotted names in the docs that are not Python objects: record header names and file names.
-NOT_PYTHON = {"mirrorline.sync.writer", "mirrorline.sync.sequence", "mirrorline.json", "mirrorline.offsets"}
+NOT_PYTHON = {"mirrorline.sync.writer", "mirrorline.sync.sequence", "mirrorline.sync.resumes", "mirrorline.json", "mirrorline.offsets"}
 
 
 def _resolves(name: str) -> bool:

@@ -49,9 +49,10 @@ async def test_offset_syncs_map_source_offsets_to_target_offsets(cluster_a, clus
     assert {s.partition for s in mine} == {0, 1}
     # first sync of partition 0 maps upstream 100 to downstream 0
     assert min((s.upstream_offset, s.downstream_offset) for s in mine if s.partition == 0) == (100, 0)
-    # several syncs per partition because of offset.lag.max=50, and the last one is the last record
+    # the last one is the last record; the syncs due every offset.lag.max=50 records of a backlog copied in a
+    # few batches are coalesced per partition while they wait (MM2's rule), so the first and the last at least
     assert max(s.upstream_offset for s in mine if s.partition == 1) == 299
-    assert len([s for s in mine if s.partition == 1]) >= 4
+    assert len([s for s in mine if s.partition == 1]) >= 2
 
     source = {p: {r.offset: (r.key, r.value) for r in rs}
               for p, rs in (await read_all(cluster_a.bootstrap_servers, topic)).items()}

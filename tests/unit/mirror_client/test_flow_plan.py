@@ -54,3 +54,34 @@ def test_the_printed_plan_shows_the_recovery_point_groups_and_steps():
     assert "1. commit 1 offset(s) of group app on B" in text
     unknown = FlowPlan("Failover", "A", "B", None, "cluster A is unreachable (refused)", [], [])
     assert unknown.missing is None and "unknown: cluster A is unreachable (refused)" in format_plan(unknown)
+
+
+def test_untranslated_partitions_are_listed_counted_and_refused_unless_allowed(capsys):
+    from mirrorline.api import ConnectError
+    from mirrorline.connectors.mm2.untranslated import Untranslated, refuse_partial, report_partial
+
+    tp = [TopicPartition("A.orders", p) for p in range(3)]
+    move = GroupMove("app", "Dead", [PartitionMove(tp[0], TopicPartition("orders", 0), 30, 30, None, rereads=0)],
+                     untranslated=[Untranslated("app", tp[1], 1234, 3766, 1234, "no checkpoint"),
+                                   Untranslated("app", tp[2], 0, 0, 0, "no checkpoint")])  # an empty partition
+    lost = GroupMove("audit", "Empty", [], [Untranslated("audit", tp[0], None, None, None, "unknown")])
+    plan = FlowPlan("Failover", "A", "B", [], "", [move, lost], [])
+    text = format_plan(plan)
+    assert ("without translation: 2 partition(s) of 2 group(s) with a position on A (listed below): at "
+            "auto.offset.reset=latest a consumer skips 3766 (+ unknown on 1 partition(s)) record(s), at earliest "
+            "it re-reads 1234 (+ unknown on 1 partition(s))") in text
+    assert "group app (Dead on B): 1 partition(s), 0 re-read(s), 1 WITHOUT TRANSLATION" in text
+    assert ("NO TRANSLATION: A.orders-1 (position 1234 on A): no checkpoint; at auto.offset.reset=latest it skips "
+            "3766 record(s), at earliest it re-reads 1234") in text
+    assert "no translation needed: A.orders-2 (position 0 on A): nothing to read there" in text
+    with pytest.raises(ConnectError) as refused:
+        refuse_partial(plan.untranslated, "A", "B", allow_partial=False)
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith("no translation on B for 2 partition(s) with a position on A: "
+                                                      "group app: A.orders-1; group audit: A.orders-0;")
+    assert "--allow-partial moves the rest; nothing was changed" in message
+    refuse_partial(plan.untranslated, "A", "B", allow_partial=True)
+    refuse_partial(move.untranslated[1:], "A", "B", allow_partial=False)  # harmless alone: no refusal
+    report_partial(plan.untranslated, "B")
+    assert "left without translation on B (--allow-partial; a consumer starts them at auto.offset.reset): group " \
+           "app: A.orders-1; group audit: A.orders-0" in capsys.readouterr().out

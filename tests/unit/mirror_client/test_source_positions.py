@@ -41,8 +41,20 @@ def test_check_position(position, log_start, log_end, state, lost, resume_at):
     assert (check.position, check.log_start, check.log_end) == (position, log_start, log_end)
 
 
+class _Position:
+    """aiokafka's per-partition assignment state, as far as the task reads it."""
+
+    def __init__(self, position: int):
+        self.position = position
+        self.has_valid_position = True
+
+
 class FakeConsumer:
-    """A scripted source consumer: log bounds per partition, batches or errors for getmany."""
+    """A scripted source consumer: log bounds per partition, batches or errors for getmany.
+
+    A script step is ``{tp: [records]}`` (the position moves past the last record) or ``{tp: ([records],
+    position)}`` (it moves to ``position``: transaction markers or aborted records were fetched too).
+    """
 
     instances: list[FakeConsumer] = []
 
@@ -53,6 +65,13 @@ class FakeConsumer:
         self.resets: list[tuple[str, tuple[TopicPartition, ...]]] = []
         self.script: list = []
         self.highwaters: dict[TopicPartition, int] = {}
+        self.stable: dict[TopicPartition, int] = {}
+        self.positions: dict[TopicPartition, _Position] = {}
+        # where the task reads positions without waiting (aiokafka's subscription state)
+        self._subscription = type("S", (), {})()
+        self._subscription.subscription = type("S", (), {})()
+        self._subscription.subscription.assignment = type("A", (), {"state_value": lambda _, tp:
+                                                                     self.positions.get(tp)})()
         FakeConsumer.instances.append(self)
 
     async def start(self):
@@ -69,6 +88,7 @@ class FakeConsumer:
 
     def seek(self, tp, offset):
         self.seeks.append((tp, offset))
+        self.positions[tp] = _Position(offset)
 
     async def seek_to_beginning(self, *tps):
         self.resets.append(("earliest", tps))
@@ -86,10 +106,19 @@ class FakeConsumer:
         step = self.script.pop(0) if self.script else {}
         if isinstance(step, Exception):
             raise step
-        return step
+        batch = {}
+        for tp, records in step.items():
+            records, position = records if isinstance(records, tuple) else (records, records[-1].offset + 1)
+            self.positions[tp] = _Position(position)
+            if records:
+                batch[tp] = records
+        return batch
 
     def highwater(self, tp):
         return self.highwaters.get(tp)
+
+    def last_stable_offset(self, tp):
+        return self.stable.get(tp)
 
 
 class StoredOffsets(OffsetReader):
@@ -209,10 +238,32 @@ async def test_pending_records_counts_unacknowledged_records(monkeypatch):
     task, consumer, _ = await started_task(monkeypatch, topic, [0, 1], stored={0: 9}, bounds={0: (0, 10), 1: (0, 5)})
     assert task.pending_records() is None  # no high watermark known yet
     consumer.highwaters = {tp0: 15, tp1: 5}
-    assert task.pending_records() == 5  # partition 1: start unknown until its first record
+    assert task.pending_records() == 5  # partition 1: position unknown until its reset is resolved
     consumer.script = [{tp1: [record(topic, 1, 0), record(topic, 1, 1)]}]
     polled = await task.poll()
-    assert task.pending_records() == 5 + 5  # polled but not acknowledged still counts
+    assert task.pending_records() == 5 + 3 + 2  # polled but not acknowledged still counts
     for r in polled:
         await task.commit_record(r, RecordMetadata(f"A.{topic}", 1, r.source_offset["offset"], 0))
     assert task.pending_records() == 5 + 3
+
+
+async def test_transaction_markers_and_aborted_records_are_not_pending(monkeypatch):
+    """A transactional partition idle after its last commit: its marker takes the last offset, and an
+    aborted transaction's records and marker take offsets no read_committed consumer is given."""
+    topic = "unit-pending-txn"
+    tp = TopicPartition(topic, 0)
+    task, consumer, _ = await started_task(monkeypatch, topic, [0], stored={0: 9}, bounds={0: (0, 10)})
+    # 10..12 committed (marker 13), 14..16 aborted (marker 17), 18..19 committed (marker 20): end 21
+    consumer.highwaters, consumer.stable = {tp: 21}, {tp: 21}
+    consumer.script = [{tp: ([record(topic, 0, o) for o in (10, 11, 12, 18, 19)], 21)}, {}]
+    polled = await task.poll()
+    assert task.pending_records() == 5  # fetched, not acknowledged yet
+    for r in polled:
+        await task.commit_record(r, RecordMetadata(f"A.{topic}", 0, r.source_offset["offset"], 0))
+    assert task.pending_records() == 0
+    await task.poll()  # nothing more: the lag gauge follows
+    assert metrics.REPLICATION_LAG_RECORDS.labels("A", "B", f"A.{topic}", "0")._value.get() == 0
+    consumer.stable = {tp: 19}  # a transaction open at 19: its records cannot be given yet
+    consumer.highwaters = {tp: 25}
+    consumer.positions[tp] = _Position(19)
+    assert task.pending_records() == 0
