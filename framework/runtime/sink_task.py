@@ -34,27 +34,16 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.structs import TopicPartition as KafkaPartition
 
-from mirrorline.api.config import split_list
 from mirrorline.api.errors import ConnectError, RetriableError
 from mirrorline.api.records import ConnectorTaskId, SinkRecord
 from mirrorline.api.sink import ErrantRecordReporter, SinkTask, TopicPartition
-from mirrorline.clients.kafka_clients import client_kwargs
 from mirrorline.runtime import metrics
 from mirrorline.runtime.bounded import bounded
-from mirrorline.runtime.connector_config import PRODUCER_OVERRIDE_PREFIX
 from mirrorline.runtime.context import WorkerSinkTaskContext
-from mirrorline.runtime.converters import RecordConverters, build_converters
+from mirrorline.runtime.converters import RecordConverters
 from mirrorline.runtime.error_handling import SKIP, ErrorHandler, Stage
-from mirrorline.runtime.sink_config import (
-    CONSUMER_OVERRIDE_PREFIX,
-    CONSUMER_PREFIX,
-    TOPICS,
-    TOPICS_REGEX,
-    check_topics,
-    topics_pattern,
-)
+from mirrorline.runtime.sink_config import topics_pattern
 from mirrorline.runtime.transform_chain import TransformChain
-from mirrorline.runtime.worker_config import PRODUCER_PREFIX
 from mirrorline.runtime.task_runner import RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S, FailureCallback, StatusCallback, \
     TaskRunner
 from mirrorline.storage.status import State
@@ -440,40 +429,3 @@ class _ErrantReporter(ErrantRecordReporter):
     async def report(self, record: SinkRecord, error: BaseException) -> None:
         runner = self._runner
         await runner._errors.execute_failed(Stage.TASK_PUT, type(runner.task), runner.original_of(record), error)
-
-
-def build_worker_sink_task(worker: Any, task_id: ConnectorTaskId, task: SinkTask, task_config: dict[str, str],
-                           connector_settings: Any, transforms: TransformChain | None) -> WorkerSinkTask:
-    """A WorkerSinkTask for ``task``, wired to ``worker`` (its settings, callbacks, plugins).
-
-    The consumer's settings layer as Connect's do: the worker's ``bootstrap.servers``, then its
-    ``consumer.*`` settings, then the connector's ``consumer.override.*`` ones. Raises
-    ConfigError (naming the field) when ``topics`` / ``topics.regex`` are not exactly one.
-    """
-    settings = connector_settings.originals
-    check_topics(settings)
-    consumer_props = {
-        "bootstrap.servers": ",".join(worker.config["bootstrap.servers"]),
-        "client.id": f"{worker.config['client.id']}-{task_id}",
-        **worker.config.with_prefix(CONSUMER_PREFIX),
-        **connector_settings.with_prefix(CONSUMER_OVERRIDE_PREFIX),
-    }
-    kwargs, ignored = client_kwargs(consumer_props, "consumer")
-    if ignored:
-        log.info("Task %s: consumer settings with no aiokafka equivalent are ignored: %s", task_id, ignored)
-    converters = build_converters(connector_settings, worker.config, worker.plugins)
-    if converters.is_passthrough:  # ByteArray all round: the sink gets bytes and no converter code runs
-        converters.close()
-        converters = None
-    # The dead letter queue is written with the worker's producer settings, as Connect does.
-    dlq_props = {"bootstrap.servers": consumer_props["bootstrap.servers"],
-                 "client.id": f"{worker.config['client.id']}-{task_id}-dlq",
-                 **worker.config.with_prefix(PRODUCER_PREFIX),
-                 **connector_settings.with_prefix(PRODUCER_OVERRIDE_PREFIX)}
-    errors = ErrorHandler.from_config(task_id, connector_settings, sink=True, client_props=dlq_props)
-    return WorkerSinkTask(
-        task_id, task, task_config, consumer_kwargs=kwargs, topics=split_list(settings.get(TOPICS) or ""),
-        topics_regex=str(settings.get(TOPICS_REGEX) or "").strip() or None,
-        on_status=worker._task_status, on_failure=worker._fail_task,
-        flush_interval_s=worker.config["offset.flush.interval.ms"] / 1000, start_timeout_s=worker.start_timeout_s,
-        transforms=transforms, converters=converters, error_handler=errors, on_topic=worker._on_topic)

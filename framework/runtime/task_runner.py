@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -47,13 +48,35 @@ STALLED = "stalled"
 UNACKNOWLEDGED = "unacknowledged"
 
 
-class TaskRunner:
-    """The state and rules shared by :class:`WorkerSourceTask` and :class:`WorkerSinkTask`.
+class TaskRunner(ABC):
+    """The state and rules shared by :class:`WorkerSourceTask` and :class:`WorkerSinkTask`, and the
+    lifecycle the Worker drives every task through (``start``, ``pause``, ``resume``, ``stop``).
 
     ``transforms`` None runs no transform code; ``converters`` None or pass-through runs no
     converter code (the mirror path pays for neither); ``errors`` defaults to
     ``errors.tolerance=none`` without reporters.
     """
+
+    # -- the lifecycle the Worker drives ---------------------------------------------------
+    @abstractmethod
+    async def start(self, paused: bool = False) -> None:
+        """Start the task's clients, the task and its loops; a failure is reported through ``on_failure``."""
+
+    @abstractmethod
+    async def pause(self) -> None:
+        """Stop handing records to or from the task until resumed (Connect's PAUSED)."""
+
+    @abstractmethod
+    async def resume(self) -> None:
+        """Carry on after a pause."""
+
+    @abstractmethod
+    async def stop(self, timeout: float = 10.0) -> None:
+        """Stop the loops, write out and commit what can be, then stop the task and close its clients."""
+
+    @abstractmethod
+    def forget_topics(self) -> None:
+        """Forget the topics the task used (active-topic tracking reset)."""
 
     def __init__(self, task_id: ConnectorTaskId, task: Any, config: dict[str, str], *,
                  on_status: StatusCallback, on_failure: FailureCallback, flush_interval_s: float,

@@ -23,24 +23,18 @@ from typing import Any
 from mirrorline.api.config import Config
 from mirrorline.api.connector import Connector
 from mirrorline.api.errors import ConfigError
-from mirrorline.clients.kafka_clients import client_kwargs
 from mirrorline.api.records import ConnectorTaskId
 from mirrorline.api.secrets import scrub, secret_values
 from mirrorline.plugins import PluginRegistry
 from mirrorline.runtime import metrics
 from mirrorline.runtime.bounded import bounded
 from mirrorline.runtime.config_providers import ConfigResolver, has_references, provider_classes
-from mirrorline.runtime.connector_config import ADMIN_OVERRIDE_PREFIX, PRODUCER_OVERRIDE_PREFIX
 from mirrorline.runtime.context import StoreOffsetReader, WorkerConnectorContext
-from mirrorline.runtime.worker_config import PRODUCER_PREFIX
+from mirrorline.runtime.converters import validate_converters
+from mirrorline.runtime.exactly_once_task import ExactlyOnceSettings
 from mirrorline.runtime.sink_config import connector_config_def, is_sink
-from mirrorline.runtime.sink_task import build_worker_sink_task
-from mirrorline.runtime.converters import source_converters, validate_converters
-from mirrorline.runtime.error_handling import ErrorHandler
-from mirrorline.runtime.topic_creation import TopicCreation, TopicCreator
-from mirrorline.runtime.transform_chain import build_chain
-from mirrorline.runtime.exactly_once_task import ExactlyOnceSettings, ExactlyOnceWorkerSourceTask
-from mirrorline.runtime.worker_task import DEFAULT_DELIVERY_TIMEOUT_MS, WorkerSourceTask
+from mirrorline.runtime.task_factory import TaskFactory
+from mirrorline.runtime.task_runner import TaskRunner
 from mirrorline.storage.offsets import OffsetStore
 from mirrorline.storage.status import State, Status, StatusStore
 
@@ -67,21 +61,6 @@ def _as_setting(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def _delivery_timeout_ms(value: Any) -> int:
-    """The producer's ``delivery.timeout.ms`` (Kafka's default when unset); ConfigError if it is not a positive number."""
-    if value is None:
-        return DEFAULT_DELIVERY_TIMEOUT_MS
-    try:
-        parsed = int(str(value).strip())
-    except ValueError:
-        parsed = 0
-    if parsed < 1:
-        raise ConfigError(f"delivery.timeout.ms (producer.delivery.timeout.ms on the worker or "
-                          f"producer.override.delivery.timeout.ms on the connector): {value!r} is not a positive "
-                          f"number of milliseconds")
-    return parsed
-
-
 def _trace(exc: BaseException) -> str:
     return "".join(traceback.format_exception(exc))
 
@@ -104,7 +83,7 @@ class Worker:
         self._on_failure = on_failure
         self._on_topic = on_topic
         self.connectors: dict[str, RunningConnector] = {}
-        self.tasks: dict[ConnectorTaskId, WorkerSourceTask] = {}
+        self.tasks: dict[ConnectorTaskId, TaskRunner] = {}
         self._stopping: dict[ConnectorTaskId, asyncio.Task] = {}
         #: connector -> its secret values, so failure messages never log them
         self._secrets: dict[str, list[str]] = {}
@@ -115,13 +94,9 @@ class Worker:
             worker_config.originals, provider_classes(getattr(plugins, "config_provider_classes", list)()))
         #: connector -> (its stored config, the same resolved), to keep resolved values out of task configs
         self._resolved: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
-        #: Set by a distributed herder whose worker has exactly.once.source.support=enabled: gives the
-        #: exactly-once settings of a source task (transactional id, boundary, fencing checks).
-        self.exactly_once: Callable[[ConnectorTaskId, Config, OffsetStore], ExactlyOnceSettings] | None = None
-        #: Set by a distributed herder: the offset store of a source connector (its own
-        #: ``offsets.storage.topic`` when it has one, else the worker's).
-        self.offset_store_for: Callable[[str, Config], Awaitable[OffsetStore]] | None = None
         self.start_timeout_s = worker_config["start.timeout.ms"] / 1000
+        #: Builds every task's runner, reporting to this worker (the TaskListener).
+        self.task_factory = TaskFactory(worker_config, plugins, self, offset_store, self.start_timeout_s)
         self.stop_timeout_s = worker_config["task.shutdown.graceful.timeout.ms"] / 1000
         # A worker-level converter every task would fail with is bad input: refuse to start, naming it.
         problems = [f"{value.name}: {'; '.join(value.errors)}"
@@ -139,8 +114,35 @@ class Worker:
         await self.status_store.put_task(task_id.connector, task_id.task,
                                          Status(state, self.worker_id, trace, self.generation))
 
-    async def _task_status(self, task_id: ConnectorTaskId, state: State, trace: str | None) -> None:
+    @property
+    def exactly_once(self) -> Callable[[ConnectorTaskId, Config, OffsetStore], ExactlyOnceSettings] | None:
+        """Set by a distributed herder whose worker has exactly.once.source.support=enabled: gives the
+        exactly-once settings of a source task (transactional id, boundary, fencing checks)."""
+        return self.task_factory.exactly_once
+
+    @exactly_once.setter
+    def exactly_once(self, value) -> None:
+        self.task_factory.exactly_once = value
+
+    @property
+    def offset_store_for(self) -> Callable[[str, Config], Awaitable[OffsetStore]] | None:
+        """Set by a distributed herder: the offset store of a source connector (its own
+        ``offsets.storage.topic`` when it has one, else the worker's)."""
+        return self.task_factory.offset_store_for
+
+    @offset_store_for.setter
+    def offset_store_for(self, value) -> None:
+        self.task_factory.offset_store_for = value
+
+    # -- what running tasks report (TaskListener) --------------------------------------------
+    async def task_state_changed(self, task_id: ConnectorTaskId, state: State, trace: str | None) -> None:
+        """A task's runner reports a state: record it."""
         await self.set_task_state(task_id, state, trace)
+
+    def topic_written(self, connector: str, topic: str) -> None:
+        """A task used ``topic`` for the first time: tell the herder (active-topic tracking)."""
+        if self._on_topic is not None:
+            self._on_topic(connector, topic)
 
     def _warn(self, name: str, message: str) -> None:
         messages = self.warnings.setdefault(name, [])
@@ -168,8 +170,8 @@ class Worker:
                   self._restart_note(delay).format(name=name))
         await self.set_connector_state(name, State.FAILED, _trace(exc))
 
-    async def _fail_task(self, task_id: ConnectorTaskId, exc: BaseException) -> None:
-        """A task's failure callback: FAILED with trace, log, metric, supervisor; then release its resources."""
+    async def task_failed(self, task_id: ConnectorTaskId, exc: BaseException) -> None:
+        """A task failed: FAILED with trace, log, metric, supervisor; then release its resources."""
         metrics.TASK_FAILURES.labels(task_id.connector, str(task_id.task)).inc()
         delay = self._on_failure(task_id) if self._on_failure is not None else None
         failed = self.tasks.get(task_id)
@@ -281,77 +283,13 @@ class Worker:
                     raise ValueError(f"connector {task_id.connector} does not run here and no config was given")
                 connector_class, connector_settings = self.parse_connector_config(connector_config)
             task = connector_class().task_class()()
-            transforms = build_chain(connector_settings.originals, self.plugins)  # None without transforms
-            sink = build_worker_sink_task(self, task_id, task, task_config, connector_settings, transforms) \
-                if is_sink(connector_class) else None
+            runner = await self.task_factory.build(task_id, task, task_config, connector_class, connector_settings)
         except Exception as exc:
-            await self._fail_task(task_id, exc)
+            await self.task_failed(task_id, exc)
             return
-        if sink is not None:  # a sink task consumes instead of producing: no producer here
-            self.tasks[task_id] = sink
-            await self.set_task_state(task_id, State.UNASSIGNED)
-            await sink.start(paused=paused)
-            return
-        try:  # None when all three are ByteArrayConverter: the mirror path runs no converter code
-            converters = source_converters(connector_settings, self.config, self.plugins)
-            producer_props = {
-                "bootstrap.servers": ",".join(self.config["bootstrap.servers"]),
-                "client.id": f"{self.config['client.id']}-{task_id}",
-                **self.config.with_prefix(PRODUCER_PREFIX),
-                **connector_settings.with_prefix(PRODUCER_OVERRIDE_PREFIX),
-            }
-            delivery_timeout_ms = _delivery_timeout_ms(producer_props.pop("delivery.timeout.ms", None))
-            creation = TopicCreation.from_config(connector_settings.originals, self.config["topic.creation.enable"])
-            kwargs, ignored = client_kwargs(producer_props, "producer")
-            creator = None if creation is None else TopicCreator(task_id, creation, self._admin_kwargs(
-                task_id, connector_settings))
-        except Exception as exc:
-            if transforms is not None:
-                transforms.close()
-            await self._fail_task(task_id, exc)
-            return
-        if ignored:
-            log.info("Task %s: producer settings with no aiokafka equivalent are ignored: %s", task_id, ignored)
-        # No topic creation and a connector that does not create its topics: let the broker's
-        # auto.create.topics.enable decide, as for Kafka Connect's producer.
-        kwargs["allow_auto_create_topics"] = creation is None and not getattr(connector_class, "creates_own_topics",
-                                                                              False)
-        runner: type[WorkerSourceTask] = WorkerSourceTask
-        extra: dict[str, Any] = {}
-        try:
-            store = self.offset_store if self.offset_store_for is None else \
-                await self.offset_store_for(task_id.connector, connector_settings)
-            if self.exactly_once is not None:  # records and offsets in one transaction (KIP-618)
-                runner = ExactlyOnceWorkerSourceTask
-                extra = {"exactly_once": self.exactly_once(task_id, connector_settings, store)}
-        except Exception as exc:
-            if transforms is not None:
-                transforms.close()
-            await self._fail_task(task_id, exc)
-            return
-        worker_task = runner(
-            task_id, task, task_config, producer_kwargs=kwargs, offset_store=store,
-            offset_reader=StoreOffsetReader(store, task_id.connector),
-            on_status=self._task_status, on_failure=self._fail_task,
-            flush_interval_s=self.config["offset.flush.interval.ms"] / 1000,
-            start_timeout_s=self.start_timeout_s, stall_timeout_s=self.config["task.stall.timeout.ms"] / 1000,
-            on_topic=self._on_topic, transforms=transforms, converters=converters,
-            errors=ErrorHandler.from_config(task_id, connector_settings), topic_creator=creator,
-            delivery_timeout_s=delivery_timeout_ms / 1000, **extra)
-        self.tasks[task_id] = worker_task
+        self.tasks[task_id] = runner
         await self.set_task_state(task_id, State.UNASSIGNED)
-        await worker_task.start(paused=paused)
-
-    def _admin_kwargs(self, task_id: ConnectorTaskId, connector_settings: Config) -> dict[str, Any]:
-        """aiokafka arguments of a source task's topic admin client: the worker's ``bootstrap.servers``
-        and ``admin.*`` settings, then the connector's ``admin.override.*`` (Connect's prefixes)."""
-        kwargs, _ = client_kwargs({
-            "bootstrap.servers": ",".join(self.config["bootstrap.servers"]),
-            "client.id": f"{self.config['client.id']}-{task_id}-admin",
-            **self.config.with_prefix("admin."),
-            **connector_settings.with_prefix(ADMIN_OVERRIDE_PREFIX),
-        }, "admin")
-        return kwargs
+        await runner.start(paused=paused)
 
     async def stop_task(self, task_id: ConnectorTaskId) -> None:
         """Stop one task, storing the offsets of what it wrote; bounded by the graceful timeout."""
@@ -369,7 +307,7 @@ class Worker:
             if stopping.done() and self._stopping.get(task_id) is stopping:
                 del self._stopping[task_id]
 
-    async def _stop_bounded(self, worker_task: WorkerSourceTask) -> None:
+    async def _stop_bounded(self, worker_task: TaskRunner) -> None:
         flush_s = min(self.config["offset.flush.timeout.ms"] / 1000, self.stop_timeout_s)
         try:
             await bounded(worker_task.stop(flush_s), self.stop_timeout_s + flush_s, f"Task {worker_task.id}: stop")
