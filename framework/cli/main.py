@@ -14,9 +14,9 @@ import traceback
 
 from mirrorline import __version__
 from mirrorline.clients import no_auto_create
-from mirrorline.cli import distributed, local_kafka, plugins, standalone
+from mirrorline.cli import distributed, jobs, local_kafka, plugins, standalone
 
-SUBCOMMANDS = [local_kafka, standalone, distributed, plugins]
+SUBCOMMANDS = [local_kafka, standalone, distributed, plugins, jobs]
 
 
 class UserError(Exception):

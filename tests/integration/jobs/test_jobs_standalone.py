@@ -1,0 +1,98 @@
+"""Bulk jobs on a standalone worker over REST: accepted, run in their own process, progress, cancel, remove.
+
+Uses the example plugin's ``example-steps`` job (no Spark: each step stores its count in the
+worker's offset file), so the runtime's handling of jobs is checked in seconds; the Spark jobs
+run in ``tests/integration/spark/test_jobs_*.py``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from support.worker import Rest, running_standalone
+
+pytestmark = pytest.mark.integration
+
+
+def steps_job(name: str, **settings) -> dict:
+    """A ``POST /jobs`` body for the example-steps job."""
+    return {"name": name, "config": {"job.class": "example-steps",
+                                     **{k.replace("_", "."): str(v) for k, v in settings.items()}}}
+
+
+def finished(info: dict) -> bool:
+    return info["state"] in ("SUCCEEDED", "FAILED", "CANCELLED")
+
+
+async def test_job_runs_reports_progress_and_is_removed_with_its_result(cluster_a, tmp_path):
+    offsets_file = tmp_path / "offsets.json"
+    async with running_standalone({"bootstrap.servers": cluster_a.bootstrap_servers,
+                                   "offset.storage.file.filename": str(offsets_file)}) as url:
+        async with Rest(url) as rest:
+            status, plugins = await rest.call("GET", "/job-plugins")
+            assert status == 200
+            assert {"backfill", "mm2-reconcile", "example-steps"} <= {p["name"] for p in plugins}
+            assert all(p["type"] == "job" for p in plugins)
+
+            status, info = await rest.call("POST", "/jobs", steps_job("count", steps_count=30, steps_step_ms=100))
+            assert status == 201, info
+            assert info["state"] in ("PENDING", "RUNNING") and info["job.class"] == "example-steps"
+            running = await rest.wait_for("/jobs/count", lambda i: i["state"] == "RUNNING" and i["progress"]
+                                          and 0 < i["progress"]["completed"] < 30, timeout=60)
+            assert running["progress"]["total"] == 30 and running["progress"]["unit"] == "steps"
+            assert running["worker_id"] and running["attempt"] == 1
+            status, listed = await rest.call("GET", "/jobs?expand=status")
+            assert listed["count"]["status"]["state"] in ("RUNNING", "SUCCEEDED")
+            assert (await rest.call("GET", "/jobs"))[1] == ["count"]
+
+            done = await rest.wait_for("/jobs/count", finished, timeout=60)
+            assert done["state"] == "SUCCEEDED", done
+            assert done["result"] == {"steps": 30, "resumed_from": 0}
+            assert done["progress"]["completed"] == 30 and done["progress"]["percent"] == 100.0
+            # the job wrote its progress into the worker's own offset store (the file), through the worker
+            stored = json.loads(offsets_file.read_text())["offsets"]
+            assert {"connector": "example-steps", "partition": {"job": "count"}, "offset": {"steps": 30}} in stored
+
+            status, removed = await rest.call("DELETE", "/jobs/count")
+            assert status == 200 and removed["result"] == {"steps": 30, "resumed_from": 0}
+            assert (await rest.call("GET", "/jobs/count"))[0] == 404
+            assert (await rest.call("DELETE", "/jobs/count"))[0] == 404
+
+
+async def test_cancel_failure_and_bad_input(cluster_a, tmp_path):
+    async with running_standalone({"bootstrap.servers": cluster_a.bootstrap_servers,
+                                   "offset.storage.file.filename": str(tmp_path / "offsets.json")}) as url:
+        async with Rest(url) as rest:
+            # bad input: 4xx with a message naming the field
+            status, body = await rest.call("POST", "/jobs", {"name": "x", "config": {"job.class": "nope"}})
+            assert status == 400 and body["message"].startswith("job.class: unknown job class 'nope'")
+            status, body = await rest.call("POST", "/jobs", {"name": "x", "config": {}})
+            assert status == 400 and body["message"].startswith("job.class: required")
+            status, body = await rest.call("POST", "/jobs", steps_job("x", steps_count=0))
+            assert status == 400 and "steps.count" in body["message"]
+            status, body = await rest.call("POST", "/jobs", {"name": "x", "config": {
+                "job.class": "backfill", "connector": "no-such-connector"}})
+            assert status == 400 and body["message"].startswith("connector: there is no connector named")
+            status, body = await rest.call("POST", "/jobs", {"name": "", "config": {"job.class": "example-steps"}})
+            assert status == 400 and body["message"].startswith("name:")
+            assert (await rest.call("GET", "/jobs"))[1] == []
+
+            # a running job is cancelled: it hands over what it did and is CANCELLED with that result
+            assert (await rest.call("POST", "/jobs", steps_job("long", steps_count=1000, steps_step_ms=50)))[0] == 201
+            assert (await rest.call("POST", "/jobs", steps_job("long", steps_count=5)))[0] == 409
+            await rest.wait_for("/jobs/long", lambda i: (i["progress"] or {}).get("completed", 0) >= 3, timeout=60)
+            status, body = await rest.call("DELETE", "/jobs/long")
+            assert status == 202 and body["cancel_requested"] is True
+            cancelled = await rest.wait_for("/jobs/long", finished, timeout=60)
+            assert cancelled["state"] == "CANCELLED", cancelled
+            assert cancelled["result"]["cancelled"] is True and 3 <= cancelled["result"]["steps"] < 1000
+            status, body = await rest.call("DELETE", "/jobs/long")
+            assert status == 200 and body["state"] == "CANCELLED" and body["result"]["steps"] >= 3
+
+            # a failing job is FAILED with its reason
+            assert (await rest.call("POST", "/jobs", steps_job("bad", steps_count=10, steps_fail_at=2,
+                                                               steps_step_ms=10)))[0] == 201
+            failed = await rest.wait_for("/jobs/bad", finished, timeout=60)
+            assert failed["state"] == "FAILED" and "step 2: failing as steps.fail.at says" in failed["trace"]
