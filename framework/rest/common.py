@@ -42,6 +42,9 @@ def error_response(status: int, message: str, *, headers: dict[str, str] | None 
     return json_response({"error_code": status, "message": message}, status=status, headers=headers)
 
 
+BODY = "mirrorline.body"
+"""Where :func:`read_body` keeps the bytes it read, in the request's own storage."""
+
 DEFAULT_MAX_BODY = 1024 * 1024
 """``rest.request.max.bytes`` when the herder has no worker config (tests with a fake herder)."""
 
@@ -87,7 +90,9 @@ async def read_body(request: web.Request) -> bytes:
         if size > limit:
             raise _too_large(limit, None)
         chunks.append(chunk)
-    return b"".join(chunks)
+    body = b"".join(chunks)
+    request[BODY] = body  # the stream is used up: a request forwarded to another worker sends these bytes
+    return body
 
 
 def _check_depth(value: Any) -> None:

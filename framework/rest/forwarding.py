@@ -31,6 +31,7 @@ from yarl import URL
 
 from mirrorline.api.errors import ConnectError, RebalanceInProgressError
 from mirrorline.rest.auth import sign_request
+from mirrorline.rest.common import BODY
 from mirrorline.runtime.herder import RequestElsewhereError
 
 log = logging.getLogger(__name__)
@@ -116,7 +117,8 @@ class WorkerClient:
         ``forward=false``, and answer with that worker's status and body."""
         target = request.rel_url.update_query(forward="false")
         url = URL(base_url.rstrip("/") + target.raw_path_qs, encoded=True)
-        data = await request.read() if request.body_exists else None
+        # a handler that read the body used up the stream; read_body kept the bytes
+        data = request.get(BODY) if BODY in request else (await request.read() if request.body_exists else None)
         log.debug("Forwarding %s %s to %s", request.method, request.rel_url, base_url)
         status, raw = await self.send(request.method, url, data, request.headers.get("Authorization"))
         return web.Response(status=status, body=raw, content_type="application/json" if raw else None)
