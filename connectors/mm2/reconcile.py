@@ -20,20 +20,25 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from mirrorline.api import ConfigDef, ConfigKey, Importance, Job, JobContext, NonEmptyString, Type
+from mirrorline.api import ConfigDef, ConfigError, ConfigKey, ConnectorRef, Importance, Job, JobContext, JobSettings, \
+    NonEmptyString, Type
 
 from mirrorline.connectors.mirror_client.config import client_props
-from mirrorline.connectors.mm2.mm2_config import CHECKPOINT_CONNECTOR, MirrorMakerConfig
+from mirrorline.connectors.mm2.mm2_config import CHECKPOINT_CONNECTOR, SOURCE_CONNECTOR, MirrorMakerConfig
 from mirrorline.connectors.mm2.offset_map import PartitionMap, offset_map_topic
 from mirrorline.connectors.mm2.offset_map_store import write_maps
 
 from .flow_clients import FlowEnds, parse_flow
+from .job_binding import MIRROR_SOURCE_CLASSES, aliases, mm2_properties
 from .reconcile_plan import PartitionRange, plan_ranges, topics_pattern
 from .reconcile_result import PartitionResult
 
 FLOW = "reconcile.flow"
 TOPICS = "reconcile.topics"
 STORE_MAP = "reconcile.store.map"
+
+#: Settings that are the job's own; the others are the flow's (an mm2.properties).
+OWN_PREFIXES = ("reconcile.", "spark.")
 
 #: Figures summed over partitions into the totals.
 FIGURES = ("source", "target", "matched", "missing", "missing_tail", "duplicated", "unexpected", "out_of_order")
@@ -94,6 +99,30 @@ class ReconcileJob(Job):
                   doc="Store the offset map on the target in mirrorline-offset-map.<source>.internal "
                       "(compacted), for offsets translate --exact and failover --exact."),
     ])
+
+    connector_classes = MIRROR_SOURCE_CLASSES
+
+    def prepare(self, settings, connector: ConnectorRef | None) -> JobSettings:
+        """The flow from the named MirrorSource connector (as its mm2.properties), or from the settings."""
+        settings = {str(k): str(v) for k, v in settings.items()}
+        if connector is not None:
+            foreign = sorted(k for k in settings if not k.startswith(OWN_PREFIXES))
+            if foreign:
+                raise ConfigError(f"{foreign[0]}: a reconciliation of connector {connector.name} takes the flow's "
+                                  f"settings from the connector; give only reconcile.* and spark.* settings")
+            props = mm2_properties(connector.config)
+            source, target = aliases(connector.config)
+            if f"{source}->{target}.checkpoints.topic.replication.factor" not in props:
+                # the map topic is internal like the offset-syncs topic: same replication factor
+                props[f"{source}->{target}.checkpoints.topic.replication.factor"] = str(
+                    connector.config.get("offset-syncs.topic.replication.factor", "3"))
+            settings = {**props, **settings, FLOW: f"{source}->{target}"}
+        if not settings.get(FLOW):
+            raise ConfigError(f"{FLOW}: required (SOURCE->TARGET), or name a MirrorSource connector")
+        config = MirrorMakerConfig(settings)
+        source, target = parse_flow(config, settings[FLOW])
+        originals = config.connector_config(source, target, SOURCE_CONNECTOR)
+        return JobSettings(settings, {side: client_props(originals, side, "consumer") for side in ("source", "target")})
 
     async def run(self, context: JobContext) -> dict[str, Any]:
         started = time.monotonic()

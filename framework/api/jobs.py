@@ -169,13 +169,14 @@ class JobContext(ABC):
 
     @abstractmethod
     def write_kafka(self, frame: Any, cluster: str, targets: Mapping[tuple[str, int], PartitionTarget],
-                    sync_every: int) -> WriteResult:
+                    sync_every: int, max_records_per_second: float = 0.0) -> WriteResult:
         """Write ``frame`` (as :meth:`read_kafka` returns it, unshuffled) to ``cluster``; blocking.
 
         Each record keeps its partition, key, value, headers and timestamp, in order. The
         caller must own each target partition during the write; records the target already holds
-        past ``base`` are skipped (a retried task or a resumed job adds no duplicates). Raises
-        ConnectError with the first line of a failed task.
+        past ``base`` are skipped (a retried task or a resumed job adds no duplicates).
+        ``max_records_per_second`` (> 0) caps each Spark task's rate (API addition, default
+        none). Raises ConnectError with the first line of a failed task.
         """
 
     @abstractmethod

@@ -140,13 +140,13 @@ class SparkJobContext(JobContext):
 
         return read_ranges(self.spark, kafka_options(self.client_settings(cluster)), ranges)
 
-    def write_kafka(self, frame, cluster, targets, sync_every):
+    def write_kafka(self, frame, cluster, targets, sync_every, max_records_per_second=0.0):
         from mirrorline.spark.producer_settings import librdkafka_settings
         from mirrorline.spark.writer import write_ranges
 
         settings = librdkafka_settings(self.client_settings(cluster))
         try:
-            return write_ranges(frame, settings, targets, sync_every)
+            return write_ranges(frame, settings, targets, sync_every, max_records_per_second)
         except Exception as exc:
             if isinstance(exc, ConnectError):
                 raise
