@@ -58,7 +58,7 @@ from mirrorline.connectors.source_mirror.topics import (ConfigFilter, TopicSelec
 
 from .backfill_plan import (CHECKPOINT_CONNECTOR, Bounds, PartitionRange, Plan, exact_downstream, parse_position,
                             plan_partition, select_topics, topic_pattern)
-from .job_binding import MIRROR_SOURCE_CLASSES, aliases, flow_client_settings, mirror_originals
+from .job_binding import MIRROR_SOURCE_CLASSES, aliases, flow_client_settings, flow_topic_filter, mirror_originals
 
 TOPICS = "backfill.topics"
 FROM = "backfill.from"
@@ -139,8 +139,10 @@ class BackfillJob(Job):
         """Every partition of the flow's topics (narrowed by ``backfill.topics``) on the source, now."""
         originals = flow_settings(prepared.settings)
         source_alias, target_alias = aliases(originals)
+        connector = prepared.settings.get(CONNECTOR_NAME, SOURCE_CONNECTOR)
         selection = TopicSelection(source_alias, target_alias, load_replication_policy(originals),
-                                   topic_filter_for(originals, None), heartbeats_enabled=False)
+                                   await flow_topic_filter(clients, originals, connector, source_alias, target_alias),
+                                   heartbeats_enabled=False)
         admin = admin_client(clients, originals, "source", f"{source_alias}->{target_alias}|backfill-plan")
         try:
             try:
@@ -270,8 +272,10 @@ class _Backfill:
         return source_partition(self.source_alias, r.topic, r.partition)
 
     async def _plan(self, offsets, start_at, end_at, topics_text, allow_gaps) -> Plan:
-        selection = TopicSelection(self.source_alias, self.target_alias, self.policy,
-                                   topic_filter_for(self.originals, None), heartbeats_enabled=False)
+        topic_filter = await flow_topic_filter(self.context.clients, self.originals, self.connector, self.source_alias,
+                                               self.target_alias)
+        selection = TopicSelection(self.source_alias, self.target_alias, self.policy, topic_filter,
+                                   heartbeats_enabled=False)
         flow_topics = await source_topics(self.source_admin, selection)
         topics = select_topics(flow_topics, topic_pattern(topics_text), topics_text, self.flow)
         tps = [TopicPartition(t, p) for t, n in sorted(topics.items()) for p in range(n)]

@@ -9,16 +9,20 @@ connectors created over REST, not only for ``mm2.properties`` flows.
 :func:`mm2_properties` writes a connector's config as the ``mm2.properties`` of its one flow,
 for the jobs that read a flow the way ``mirrorline reconcile`` does; reading it back with
 :class:`~mirrorline.connectors.mm2.mm2_config.MirrorMakerConfig` gives the same MirrorSource
-settings (tested).
+settings (tested). :func:`flow_topic_filter` gives the topics the connector mirrors now, its
+stored topic selection (``POST /admin/mirroring/topic-selection``) included.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from mirrorline.api import ConfigError
+from mirrorline.api import ConfigError, KafkaClients
 
 from mirrorline.connectors.mirror_client.config import SOURCE_CLUSTER_ALIAS, TARGET_CLUSTER_ALIAS, client_props
+from mirrorline.connectors.mirror_client.filters import TopicFilter
+from mirrorline.connectors.source_mirror.topic_selection import SelectionAccessDenied, SelectionKey, TopicSelectionStore
+from mirrorline.connectors.source_mirror.topics import topic_filter_for
 
 #: The connector classes these jobs take their settings from.
 MIRROR_SOURCE_CLASSES = ("MirrorSourceConnector",)
@@ -84,3 +88,16 @@ def mm2_properties(connector_config: Mapping[str, str]) -> dict[str, str]:
         else:
             props[f"{source}->{target}.{key}"] = value
     return props
+
+
+async def flow_topic_filter(clients: KafkaClients, originals: Mapping[str, str], connector: str, source_alias: str,
+                            target_alias: str) -> TopicFilter:
+    """The topic filter MirrorSource uses: the connector's stored topic selection if any, else ``topics``."""
+    store = TopicSelectionStore(clients, originals, f"{source_alias}->{target_alias}|backfill-topic-selection")
+    try:
+        stored = await store.read(SelectionKey(connector, source_alias, target_alias))
+    except SelectionAccessDenied:
+        stored = None
+    finally:
+        await store.close()
+    return topic_filter_for(originals, None if stored is None else stored.includes)

@@ -29,7 +29,7 @@ from mirrorline.connectors.mm2.offset_map import PartitionMap, offset_map_topic
 from mirrorline.connectors.mm2.offset_map_store import read_maps, write_maps
 
 from .flow_clients import FlowEnds, parse_flow
-from .job_binding import MIRROR_SOURCE_CLASSES, aliases, mm2_properties
+from .job_binding import MIRROR_SOURCE_CLASSES, aliases, flow_topic_filter, mm2_properties
 from .reconcile_incremental import merge, next_window
 from .reconcile_plan import PartitionRange, plan_ranges, topics_pattern
 from .reconcile_result import PartitionResult
@@ -38,6 +38,7 @@ FLOW = "reconcile.flow"
 TOPICS = "reconcile.topics"
 STORE_MAP = "reconcile.store.map"
 INCREMENTAL = "reconcile.incremental"
+CONNECTOR_NAME = "reconcile.connector.name"
 
 #: Settings that are the job's own; the others are the flow's (an mm2.properties).
 OWN_PREFIXES = ("reconcile.", "spark.")
@@ -100,6 +101,10 @@ class ReconcileJob(Job):
         ConfigKey(STORE_MAP, Type.BOOLEAN, default="true", importance=Importance.MEDIUM,
                   doc="Store the offset map on the target in mirrorline-offset-map.<source>.internal "
                       "(compacted), for offsets translate --exact and failover --exact."),
+        ConfigKey(CONNECTOR_NAME, Type.STRING, default=SOURCE_CONNECTOR, importance=Importance.LOW,
+                  doc="The MirrorSource connector whose stored topic selection (mirroring controls) decides the "
+                      "flow's topics, with its topics setting. Set by the worker cluster when the job names a "
+                      "connector."),
         ConfigKey(INCREMENTAL, Type.BOOLEAN, default="false", importance=Importance.MEDIUM,
                   doc="Read only what was copied since the stored map's reconciliation and extend that map "
                       "(scheduled runs); partitions for which that is not sound are read whole (see "
@@ -122,7 +127,7 @@ class ReconcileJob(Job):
                 # the map topic is internal like the offset-syncs topic: same replication factor
                 props[f"{source}->{target}.checkpoints.topic.replication.factor"] = str(
                     connector.config.get("offset-syncs.topic.replication.factor", "3"))
-            settings = {**props, **settings, FLOW: f"{source}->{target}"}
+            settings = {**props, **settings, FLOW: f"{source}->{target}", CONNECTOR_NAME: connector.name}
         if not settings.get(FLOW):
             raise ConfigError(f"{FLOW}: required (SOURCE->TARGET), or name a MirrorSource connector")
         config = MirrorMakerConfig(settings)
@@ -136,7 +141,9 @@ class ReconcileJob(Job):
         source, target = parse_flow(config, context.config[FLOW])
         pattern = topics_pattern(context.config[TOPICS])
         async with FlowEnds(config, source, target, required=("source", "target"), clients=context.clients) as ends:
-            ranges = await plan_ranges(ends, pattern)
+            topic_filter = await flow_topic_filter(context.clients, ends.originals, context.config[CONNECTOR_NAME],
+                                                   source, target)
+            ranges = await plan_ranges(ends, pattern, topic_filter)
             originals = ends.originals
             context.logger.info("reconciling %d partition(s) of %d topic(s) of flow %s->%s", len(ranges),
                                 len({r.source_topic for r in ranges}), source, target)

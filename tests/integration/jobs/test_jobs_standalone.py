@@ -7,6 +7,7 @@ run in ``tests/integration/spark/test_jobs_*.py``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -96,3 +97,31 @@ async def test_cancel_failure_and_bad_input(cluster_a, tmp_path):
                                                                steps_step_ms=10)))[0] == 201
             failed = await rest.wait_for("/jobs/bad", finished, timeout=60)
             assert failed["state"] == "FAILED" and "step 2: failing as steps.fail.at says" in failed["trace"]
+
+
+async def test_unreachable_spark_master_fails_the_job_quickly_with_the_reason(cluster_a, cluster_b, make_topic,
+                                                                              tmp_path):
+    topic = await make_topic(cluster_a, partitions=1)
+    mirror = {"connector.class": "MirrorSourceConnector", "source.cluster.alias": "A", "target.cluster.alias": "B",
+              "source.cluster.bootstrap.servers": cluster_a.bootstrap_servers,
+              "target.cluster.bootstrap.servers": cluster_b.bootstrap_servers, "topics": topic,
+              "replication.factor": "1", "offset-syncs.topic.replication.factor": "1"}
+    async with running_standalone({"bootstrap.servers": cluster_b.bootstrap_servers,
+                                   "offset.storage.file.filename": str(tmp_path / "offsets.json")}) as url:
+        async with Rest(url) as rest:
+            status, body = await rest.call("POST", "/connectors", {"name": "m", "config": mirror,
+                                                                  "initial_state": "STOPPED"})
+            assert status == 201, body
+            started = asyncio.get_running_loop().time()
+            status, body = await rest.call("POST", "/jobs", {"name": "bf", "config": {
+                "job.class": "backfill", "connector": "m", "spark.master": "spark://127.0.0.1:1"}})
+            assert status == 201, body
+            failed = await rest.wait_for("/jobs/bf", finished, timeout=90)
+            assert failed["state"] == "FAILED"
+            assert "Spark master spark://127.0.0.1:1 is unreachable" in failed["trace"], failed["trace"]
+            assert asyncio.get_running_loop().time() - started < 60
+            # a failed backfill keeps its partitions (nothing of the copy is lost track of) until it is removed
+            assert (await rest.call("GET", "/connectors/m/status"))[1]["jobs"][0]["name"] == "bf"
+            status, removed = await rest.call("DELETE", "/jobs/bf")
+            assert status == 200 and removed["state"] == "FAILED"
+            assert "jobs" not in (await rest.call("GET", "/connectors/m/status"))[1]
