@@ -316,7 +316,11 @@ class JobManager:
         if record.connector and record.connector not in connectors:
             raise BadRequestError(f"connector: connector {record.connector} was deleted before the job could run")
         prepared = prepare_job(self.herder.plugins, record.properties, connectors, resolved)
-        spec = {"name": name, "job": prepared.job_class.name, "settings": prepared.prepared.settings,
+        # the worker's spark.* settings (e.g. spark.master from the Helm chart) are every job's defaults
+        originals = getattr(self.herder.worker_config, "originals", {}) or {}
+        spark_defaults = {str(k): str(v) for k, v in originals.items() if str(k).startswith("spark.")}
+        spec = {"name": name, "job": prepared.job_class.name,
+                "settings": {**spark_defaults, **prepared.prepared.settings},
                 "client_settings": prepared.prepared.client_settings,
                 "partitions": [dict(p) for p in record.partitions]}
         secrets = sorted({*secret_values(prepared.prepared.settings),
