@@ -1,15 +1,15 @@
 """MirrorSource and Spark jobs on a worker (standalone), against real clusters A and B (broker defaults).
 
-1. **Long histories go to Spark by themselves** (``backfill.spark.enabled``): a running connector
+1. **Scheduled reconciliation** (``reconcile.interval.ms``): with records deleted from B's copy
+   by the test, the first run finds them missing, exports ``mirrorline_reconcile_missing_records``
+   and the alert rule of ``deploy/prometheus`` selects that series (its expression evaluated
+   here against the scraped metrics); the next run is incremental (reads nothing again: no Spark).
+2. **Long histories go to Spark by themselves** (``backfill.spark.enabled``): the running connector
    gets a newly selected topic with 100,000 records of history; it submits a backfill job for it,
    its status shows the partitions waiting on the job, records produced during the backfill
    arrive after it, and every partition of the copy is exact and in order (read with
-   librdkafka). ``MIRRORLINE_AUTO_BACKFILL_RECORDS=1000000`` (``scripts/spark-jobs``) runs the
-   same with a million records.
-2. **Scheduled reconciliation** (``reconcile.interval.ms``): with records deleted from B's copy
-   by the test, the first run finds them missing, exports ``mirrorline_reconcile_missing_records``
-   and the alert rule of ``deploy/prometheus`` selects that series (its expression evaluated
-   here against the scraped metrics); the next run is incremental (reads nothing again).
+   librdkafka). ``test_a_million_records_of_history_go_to_spark`` (``spark_slow``, run by
+   ``scripts/spark-jobs``) runs the same with a million records.
 """
 
 from __future__ import annotations
@@ -71,11 +71,22 @@ async def metric(rest: Rest, name: str, **labels: str) -> float | None:
     return None
 
 
-async def test_long_history_goes_to_spark_and_scheduled_reconcile_finds_a_gap(cluster_a, cluster_b, unique_name,
+async def test_scheduled_reconcile_finds_a_gap_and_a_long_history_goes_to_spark(cluster_a, cluster_b, unique_name,
                                                                               tmp_path):
+    await scheduled_reconcile_and_automatic_backfill(cluster_a, cluster_b, unique_name, tmp_path, 100_000)
+
+
+@pytest.mark.spark_slow
+async def test_a_million_records_of_history_go_to_spark(cluster_a, cluster_b, unique_name, tmp_path):
+    records_ = int(os.environ.get("MIRRORLINE_AUTO_BACKFILL_RECORDS", "1000000"))
+    await scheduled_reconcile_and_automatic_backfill(cluster_a, cluster_b, unique_name, tmp_path, records_)
+
+
+async def scheduled_reconcile_and_automatic_backfill(cluster_a, cluster_b, unique_name, tmp_path,
+                                                     history: int) -> None:
+    """The scenario of the module docstring, with ``history`` records in the big topic."""
     prefix = unique_name("auto")
     small, big = f"{prefix}-small", f"{prefix}-big"
-    history = int(os.environ.get("MIRRORLINE_AUTO_BACKFILL_RECORDS", "100000"))
     partitions = 4
     per_partition = history // partitions
     await create_topic(cluster_a.bootstrap_servers, small, 2, config=KEEP_OLD_RECORDS)
@@ -99,7 +110,43 @@ async def test_long_history_goes_to_spark_and_scheduled_reconcile_finds_a_gap(cl
             await asyncio.sleep(0.2)
         assert (await rest.call("GET", "/jobs"))[1] == []
 
-        # the big topic is selected while the connector runs: its history goes to a Spark backfill
+        # scheduled reconciliation: a gap on B (the first 20 copies of partition 0 deleted) is found,
+        # exported as a metric, and selected by the alert rule's expression
+        admin = AIOKafkaAdminClient(bootstrap_servers=cluster_b.bootstrap_servers)
+        await admin.start()
+        try:
+            await admin.delete_records({TopicPartition(f"A.{small}", 0): RecordsToDelete(before_offset=20)})
+        finally:
+            await admin.close()
+        scheduled = {"reconcile.interval.ms": "600000", **{f"reconcile.spark.conf.{k}": v for k, v in SPARK.items()}}
+        assert (await rest.call("PATCH", "/connectors/mirror/config", scheduled))[0] == 200
+        first = await rest.wait_for("/jobs/mirror.reconcile", lambda i: i["state"] in ("SUCCEEDED", "FAILED"),
+                                    timeout=240, interval=1)
+        assert first["state"] == "SUCCEEDED", first
+        assert first["result"]["incremental"]["partitions_read_whole"] == 2  # no map yet: read whole
+        for _ in range(60):
+            missing = await metric(rest, "mirrorline_reconcile_missing_records", topic=small)
+            if missing is not None:
+                break
+            await asyncio.sleep(0.5)
+        assert missing == 20
+        assert await metric(rest, "mirrorline_reconcile_duplicated_records", topic=small) == 0
+        rule = next(r for g in yaml.safe_load(ALERTS.read_text())["groups"] for r in g["rules"]
+                    if r.get("alert") == "MirrorlineRecordsMissing")
+        text = await (await rest._session.get(rest.base_url + "/metrics")).text()
+        assert evaluate_alert(rule["expr"], parse_metrics(text)) == {("A", "B", small): 20.0}
+        # the next run reads only what is new (nothing: no Spark at all), keeps the figures, refreshes the map
+        again = {**scheduled, "reconcile.interval.ms": "600001"}  # a changed config restarts the schedule
+        assert (await rest.call("PATCH", "/connectors/mirror/config", again))[0] == 200
+        later = await rest.wait_for("/jobs/mirror.reconcile", lambda i: i["state"] == "SUCCEEDED"
+                                    and i["result"]["reconcile_id"] != first["result"]["reconcile_id"], timeout=120)
+        assert later["result"]["incremental"]["partitions_read_whole"] == 0
+        assert later["result"]["totals"]["missing"] == 20 and later["result"]["map"]["stored"]
+        assert all(p["read"]["source"][0] == p["read"]["source"][1] for p in later["result"]["partitions"])
+        assert "spark_start" not in later["result"]["timings"]
+        assert await metric(rest, "mirrorline_reconcile_missing_records", topic=small) == 20
+
+        # long histories go to Spark by themselves: the big topic is selected while the connector runs
         status, body = await rest.call("POST", "/admin/mirroring/topic-selection?connector=mirror",
                                        {"includes": [small, big]})
         assert status == 200, body
@@ -111,48 +158,19 @@ async def test_long_history_goes_to_spark_and_scheduled_reconcile_finds_a_gap(cl
         await produce(cluster_a.bootstrap_servers, big, records(partitions, 200, size=100, first=per_partition))
         info = (await rest.call("GET", f"/jobs/{job}"))[1]
         assert info["origin"] == "connector" and info["connector"] == "mirror"
-        done = await rest.wait_for(f"/jobs/{job}", lambda i: i["state"] in ("SUCCEEDED", "FAILED"), timeout=300,
+        done = await rest.wait_for(f"/jobs/{job}", lambda i: i["state"] in ("SUCCEEDED", "FAILED"), timeout=600,
                                    interval=1)
         assert done["state"] == "SUCCEEDED", done
         assert done["result"]["records_written"] >= history
         final = partitions * (per_partition + 200)
-        for _ in range(600):
+        for _ in range(1200):
             if await target_total(cluster_b.bootstrap_servers, f"A.{big}", partitions) >= final:
                 break
             await asyncio.sleep(0.2)
         connector = (await rest.call("GET", "/connectors/mirror/status"))[1]
         assert "jobs" not in connector
-        source = librdkafka_read(cluster_a.bootstrap_servers, big, partitions)
-        copy = librdkafka_read(cluster_b.bootstrap_servers, f"A.{big}", partitions)
-        for p in range(partitions):
-            assert len(copy[p]) == len(source[p]) == per_partition + 200, (p, len(copy[p]))
-            assert copy[p] == source[p], f"partition {p}: the copy differs from the source"
-
-        # a gap on B: the first 20 copies of the small topic's partition 0 deleted
-        admin = AIOKafkaAdminClient(bootstrap_servers=cluster_b.bootstrap_servers)
-        await admin.start()
-        try:
-            await admin.delete_records({TopicPartition(f"A.{small}", 0): RecordsToDelete(before_offset=20)})
-        finally:
-            await admin.close()
-        patch = {"reconcile.interval.ms": "3000", **{f"reconcile.spark.conf.{k}": v for k, v in SPARK.items()}}
-        assert (await rest.call("PATCH", "/connectors/mirror/config", patch))[0] == 200
-        for _ in range(300):
-            missing = await metric(rest, "mirrorline_reconcile_missing_records", topic=small)
-            if missing is not None:
-                break
-            await asyncio.sleep(1)
-        assert missing == 20
-        assert await metric(rest, "mirrorline_reconcile_missing_records", topic=big) == 0
-        assert await metric(rest, "mirrorline_reconcile_duplicated_records", topic=big) == 0
-        rule = next(r for g in yaml.safe_load(ALERTS.read_text())["groups"] for r in g["rules"]
-                    if r.get("alert") == "MirrorlineRecordsMissing")
-        text = await (await rest._session.get(rest.base_url + "/metrics")).text()
-        assert evaluate_alert(rule["expr"], parse_metrics(text)) == {("A", "B", small): 20.0}
-
-        # a later run reads only what is new (nothing: no Spark at all), keeps the figures, refreshes the map
-        later = await rest.wait_for("/jobs/mirror.reconcile", lambda i: i["state"] == "SUCCEEDED"
-                                    and i["result"]["incremental"]["partitions_read_whole"] == 0, timeout=120)
-        assert later["result"]["totals"]["missing"] == 20 and later["result"]["map"]["stored"]
-        assert all(p["read"]["source"][0] == p["read"]["source"][1] for p in later["result"]["partitions"])
-        assert await metric(rest, "mirrorline_reconcile_missing_records", topic=small) == 20
+    source = librdkafka_read(cluster_a.bootstrap_servers, big, partitions)
+    copy = librdkafka_read(cluster_b.bootstrap_servers, f"A.{big}", partitions)
+    for p in range(partitions):
+        assert len(copy[p]) == len(source[p]) == per_partition + 200, (p, len(copy[p]))
+        assert copy[p] == source[p], f"partition {p}: the copy differs from the source"
