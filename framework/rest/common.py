@@ -42,7 +42,8 @@ def error_response(status: int, message: str, *, headers: dict[str, str] | None 
     return json_response({"error_code": status, "message": message}, status=status, headers=headers)
 
 
-BODY = "mirrorline.body"
+# aiohttp 3.12+ has typed request keys; older ones take the plain string
+BODY: Any = web.RequestKey("mirrorline.body", bytes) if hasattr(web, "RequestKey") else "mirrorline.body"
 """Where :func:`read_body` keeps the bytes it read, in the request's own storage."""
 
 DEFAULT_MAX_BODY = 1024 * 1024
