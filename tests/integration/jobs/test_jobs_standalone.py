@@ -23,6 +23,15 @@ def steps_job(name: str, **settings) -> dict:
                                      **{k.replace("_", "."): str(v) for k, v in settings.items()}}}
 
 
+async def cli(*args: str):
+    """``mirrorline jobs ARGS`` in a process of its own."""
+    import subprocess
+    import sys
+
+    return await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "mirrorline.cli.main", "jobs", *args],
+                                   capture_output=True, text=True, timeout=60)
+
+
 def finished(info: dict) -> bool:
     return info["state"] in ("SUCCEEDED", "FAILED", "CANCELLED")
 
@@ -56,8 +65,17 @@ async def test_job_runs_reports_progress_and_is_removed_with_its_result(cluster_
             stored = json.loads(offsets_file.read_text())["offsets"]
             assert {"connector": "example-steps", "partition": {"job": "count"}, "offset": {"steps": 30}} in stored
 
-            status, removed = await rest.call("DELETE", "/jobs/count")
-            assert status == 200 and removed["result"] == {"steps": 30, "resumed_from": 0}
+            # mirrorline jobs list|status|cancel wrap the same calls (run as a user would, in a process)
+            listed = await cli("list", "--url", url)
+            assert listed.returncode == 0 and "count" in listed.stdout and "SUCCEEDED" in listed.stdout
+            assert "100.0%" in listed.stdout, listed.stdout
+            status_out = await cli("status", "count", "--url", url)
+            assert status_out.returncode == 0 and json.loads(status_out.stdout)["result"]["steps"] == 30
+            missing = await cli("status", "nope", "--url", url)
+            assert missing.returncode == 1 and missing.stderr.strip() == \
+                "mirrorline: error: GET /jobs/nope answered 404: Job nope not found"
+            cancel = await cli("cancel", "count", "--url", url)
+            assert cancel.returncode == 0 and json.loads(cancel.stdout)["result"]["steps"] == 30
             assert (await rest.call("GET", "/jobs/count"))[0] == 404
             assert (await rest.call("DELETE", "/jobs/count"))[0] == 404
 
