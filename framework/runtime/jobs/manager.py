@@ -47,6 +47,12 @@ PARTITIONS_TIMEOUT_S = 60.0
 PROGRESS_EVERY_S = 2.0
 #: Seconds between two checks of whether a job's connector let its partitions go.
 RELEASE_CHECK_S = 1.0
+#: Times a job whose process died (its driver killed, out of memory) runs again on the same worker.
+PROCESS_RESTARTS = 2
+#: Seconds before the first such rerun (doubled, then tripled, ...).
+PROCESS_RESTART_DELAY_S = 2.0
+#: Seconds a job asked to cancel gets to end (its Spark jobs cancelled, its hand-over done) before it is killed.
+CANCEL_TIMEOUT_S = 300.0
 
 
 class _Execution:
@@ -236,10 +242,6 @@ class JobManager:
             await self.stop(name)
         await self._background.close()
 
-    def reopen(self) -> None:
-        """Allow jobs to run again after :meth:`close` (a worker that rejoins its group)."""
-        self._closed = False
-
     # -- one job ------------------------------------------------------------------------------
     async def _put_status(self, name: str, status: JobStatus) -> None:
         try:
@@ -345,15 +347,28 @@ class JobManager:
             state["last"] = loop.time()
             await self._put_status(name, state["status"])
 
-        process = JobProcess(spec, self.herder.offset_store, on_event)
-        execution.process = process
-        await process.start()
-        log.info("Job %s runs in process %s on worker %s", name, process.pid, self.herder.worker_id)
-        if self.configs.target(name) == JobTarget.CANCELLED:
-            await self._cancel(execution)
-        outcome = await process.wait()
-        if execution.stopping:
-            return
+        for restart in range(PROCESS_RESTARTS + 1):
+            process = JobProcess(spec, self.herder.offset_store, on_event)
+            execution.process = process
+            execution.cancel_sent = False
+            await process.start()
+            log.info("Job %s runs in process %s on worker %s", name, process.pid, self.herder.worker_id)
+            if self.configs.target(name) == JobTarget.CANCELLED:
+                await self._cancel(execution)
+            outcome = await process.wait()
+            if execution.stopping:
+                return
+            if outcome.kind != "died" or self.configs.target(name) == JobTarget.CANCELLED \
+                    or restart == PROCESS_RESTARTS:
+                break
+            # the driver died (killed, out of memory) but the worker lives: run the job again here; it resumes
+            delay = PROCESS_RESTART_DELAY_S * (restart + 1)
+            log.warning("Job %s: %s; running it again in %.0f s (it resumes)", name, outcome.message, delay)
+            await asyncio.sleep(delay)
+            attempt += 1
+            state["status"] = self._status(JobState.RUNNING, state["status"], attempt=attempt, progress=None,
+                                           spark_ui=None, trace=f"previous attempt: {outcome.message}")
+            await self._put_status(name, state["status"])
         await self._finish(name, state["status"], outcome, secrets)
 
     async def _finish(self, name: str, status: JobStatus, outcome: Outcome, secrets: list[str]) -> None:
@@ -364,6 +379,10 @@ class JobManager:
             handed_over = isinstance(outcome.summary, dict) and bool(outcome.summary.get("handed_over", True))
             final = self._status(JobState.CANCELLED, status, result=outcome.summary, released=handed_over)
             log.info("Job %s cancelled%s", name, "; it handed over what it copied" if handed_over else "")
+        elif outcome.kind == "died" and self.configs.target(name) == JobTarget.CANCELLED:
+            final = self._status(JobState.CANCELLED, status, trace=f"cancelled: {outcome.message}", released=False)
+            log.warning("Job %s: killed after it did not end within %.0f s of its cancellation", name,
+                        CANCEL_TIMEOUT_S)
         else:
             message = scrub(outcome.message, secrets)
             trace = scrub(outcome.trace, secrets) if outcome.trace else None
@@ -372,10 +391,19 @@ class JobManager:
         await self._put_status(name, final)
 
     async def _cancel(self, execution: _Execution) -> None:
-        if execution.process is not None and not execution.cancel_sent:
-            execution.cancel_sent = True
-            log.info("Job %s: cancelling", execution.name)
-            await execution.process.cancel()
+        process = execution.process
+        if process is None or execution.cancel_sent:
+            return
+        execution.cancel_sent = True
+        log.info("Job %s: cancelling", execution.name)
+        await process.cancel()
+        self._background.spawn(self._kill_if_stuck(execution, process), f"cancel-timeout-{execution.name}")
+
+    async def _kill_if_stuck(self, execution: _Execution, process: JobProcess) -> None:
+        """A cancelled job that does not end in time is killed (it is then CANCELLED, its partitions kept)."""
+        await asyncio.sleep(CANCEL_TIMEOUT_S)
+        if execution.process is process and not execution.stopping:
+            await process.stop()
 
     # -- store changes ------------------------------------------------------------------------
     def _on_change(self, kind: str, name: str) -> None:

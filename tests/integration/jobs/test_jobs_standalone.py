@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 
 import pytest
 
@@ -21,6 +23,24 @@ def steps_job(name: str, **settings) -> dict:
     """A ``POST /jobs`` body for the example-steps job."""
     return {"name": name, "config": {"job.class": "example-steps",
                                      **{k.replace("_", "."): str(v) for k, v in settings.items()}}}
+
+
+def job_processes() -> list[int]:
+    """Pids of the job processes this test's (in-process) worker started."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                command = handle.read()
+            with open(f"/proc/{entry}/stat") as handle:
+                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if b"mirrorline.boot.job_process" in command and parent == os.getpid():
+            found.append(int(entry))
+    return found
 
 
 async def cli(*args: str):
@@ -109,6 +129,15 @@ async def test_cancel_failure_and_bad_input(cluster_a, tmp_path):
             assert cancelled["result"]["cancelled"] is True and 3 <= cancelled["result"]["steps"] < 1000
             status, body = await rest.call("DELETE", "/jobs/long")
             assert status == 200 and body["state"] == "CANCELLED" and body["result"]["steps"] >= 3
+
+            # the job's process (its driver) SIGKILLed while its worker lives: it runs again and resumes
+            assert (await rest.call("POST", "/jobs", steps_job("again", steps_count=40, steps_step_ms=100)))[0] == 201
+            await rest.wait_for("/jobs/again", lambda i: (i["progress"] or {}).get("completed", 0) >= 10, timeout=60)
+            (pid,) = job_processes()
+            os.kill(pid, signal.SIGKILL)
+            again = await rest.wait_for("/jobs/again", finished, timeout=90)
+            assert again["state"] == "SUCCEEDED" and again["attempt"] == 2, again
+            assert again["result"]["steps"] == 40 and again["result"]["resumed_from"] >= 10
 
             # a failing job is FAILED with its reason
             assert (await rest.call("POST", "/jobs", steps_job("bad", steps_count=10, steps_fail_at=2,
