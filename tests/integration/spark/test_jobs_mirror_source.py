@@ -63,6 +63,24 @@ def evaluate_alert(expr: str, samples: list[tuple[str, dict[str, str], float]]) 
     return {key: value for key, value in groups.items() if value > float(match.group(3))}
 
 
+def produce_fast(bootstrap: str, topic: str, rows) -> None:
+    """``(partition, key, value, headers, timestamp)`` rows written with librdkafka (fast enough for millions)."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20,
+                         "batch.size": 1_000_000, "queue.buffering.max.messages": 500_000})
+    failed = []
+    for partition, key, value, headers, timestamp in rows:
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, partition=partition, headers=headers or None,
+                                 timestamp=timestamp, on_delivery=lambda err, _m: err and failed.append(err))
+                break
+            except BufferError:
+                producer.poll(0.1)
+    assert producer.flush(120) == 0 and not failed, failed[:3]
+
+
 async def metric(rest: Rest, name: str, **labels: str) -> float | None:
     text = await rest._session.get(rest.base_url + "/metrics")
     for sample, series, value in parse_metrics(await text.text()):
@@ -77,6 +95,7 @@ async def test_scheduled_reconcile_finds_a_gap_and_a_long_history_goes_to_spark(
 
 
 @pytest.mark.spark_slow
+@pytest.mark.timeout(1800)
 async def test_a_million_records_of_history_go_to_spark(cluster_a, cluster_b, unique_name, tmp_path):
     records_ = int(os.environ.get("MIRRORLINE_AUTO_BACKFILL_RECORDS", "1000000"))
     await scheduled_reconcile_and_automatic_backfill(cluster_a, cluster_b, unique_name, tmp_path, records_)
@@ -92,7 +111,7 @@ async def scheduled_reconcile_and_automatic_backfill(cluster_a, cluster_b, uniqu
     await create_topic(cluster_a.bootstrap_servers, small, 2, config=KEEP_OLD_RECORDS)
     await create_topic(cluster_a.bootstrap_servers, big, partitions, config=KEEP_OLD_RECORDS)
     await produce(cluster_a.bootstrap_servers, small, records(2, 150, size=60))
-    await produce(cluster_a.bootstrap_servers, big, records(partitions, per_partition, size=100))
+    await asyncio.to_thread(produce_fast, cluster_a.bootstrap_servers, big, records(partitions, per_partition, size=100))
     worker = {"bootstrap.servers": cluster_b.bootstrap_servers,
               "offset.storage.file.filename": str(tmp_path / "offsets.json"), "offset.flush.interval.ms": "500"}
     mirror = {"connector.class": "MirrorSourceConnector", "source.cluster.alias": "A", "target.cluster.alias": "B",
