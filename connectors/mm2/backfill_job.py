@@ -19,6 +19,15 @@ Steps (the driver; Spark does step 4):
 
 The job reaches Spark only through its context (``read_kafka``/``write_kafka`` with the client
 settings the command gave for ``source`` and ``target``), as any third-party job would.
+
+In a worker cluster (``POST /jobs``) the job may name a MirrorSource connector
+(:mod:`.job_binding`): it then copies that connector's flow, keeps its plan and hands over in
+the worker cluster's offset store under the connector's name, and copies only the partitions
+the cluster recorded for it (:meth:`BackfillJob.partitions`). Its connector has let those
+partitions go before the job starts, so a partition the connector already streamed is
+continued exactly after its stored offset, and the connector's tasks take it back at the
+job's end offset. Cancelled, the job stops Spark and hands over what it provably copied, so
+the connector continues exactly from there.
 """
 
 from __future__ import annotations
@@ -32,7 +41,8 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import NewTopic
 
-from mirrorline.api import ConfigDef, ConfigKey, ConnectError, Importance, Job, JobContext, PartitionTarget, Type
+from mirrorline.api import (ConfigDef, ConfigError, ConfigKey, ConnectError, ConnectorRef, Importance, Job, JobContext,
+                            JobSettings, KafkaClients, PartitionTarget, Range, Type)
 
 from mirrorline.connectors.mirror_client.clients import admin_client, connect_admin, consumer_kwargs
 from mirrorline.connectors.mirror_client.config import (OFFSET_SYNCS_TOPIC_LOCATION, SOURCE_CLUSTER_ALIAS, TARGET_CLUSTER_ALIAS,
@@ -48,11 +58,16 @@ from mirrorline.connectors.source_mirror.topics import (ConfigFilter, TopicSelec
 
 from .backfill_plan import (CHECKPOINT_CONNECTOR, Bounds, PartitionRange, Plan, exact_downstream, parse_position,
                             plan_partition, select_topics, topic_pattern)
+from .job_binding import MIRROR_SOURCE_CLASSES, aliases, flow_client_settings, flow_topic_filter, mirror_originals
 
 TOPICS = "backfill.topics"
 FROM = "backfill.from"
 TO = "backfill.to"
 ALLOW_GAPS = "backfill.allow.gaps"
+CONNECTOR_NAME = "backfill.connector.name"
+MAX_RATE = "backfill.max.records.per.second"
+#: Settings that are the job's own (the rest describe the flow, as a MirrorSource config does).
+OWN_PREFIXES = ("backfill.", "spark.")
 #: Flow worker settings (offset store location) are passed under this prefix.
 WORKER_PREFIX = "worker."
 #: Seconds a cluster gets to answer before the backfill gives up on it.
@@ -72,7 +87,24 @@ BACKFILL_CONFIG_DEF = ConfigDef([
     ConfigKey(ALLOW_GAPS, Type.BOOLEAN, default="false", importance=Importance.MEDIUM,
               doc="Copy what is left of a range whose start was deleted by retention, and count the missing "
                   "records, instead of refusing."),
+    ConfigKey(MAX_RATE, Type.DOUBLE, default=0.0, validator=Range(min=0), importance=Importance.LOW,
+              doc="At most this many records per second per partition written (each Spark task writes one "
+                  "partition), to spare the target cluster; 0: no limit."),
+    ConfigKey(CONNECTOR_NAME, Type.STRING, default=SOURCE_CONNECTOR, importance=Importance.LOW,
+              doc="The name of the MirrorSource connector whose source offsets the hand-off writes (MM2's "
+                  "dedicated mode: MirrorSourceConnector). Set by the worker cluster when the job names a "
+                  "connector (\"connector\": ...)."),
 ])
+
+
+def checkpoint_namespace(connector: str) -> str:
+    """Under which "connector" name the plan is kept in the offset store: MM2 mode's, or one per connector."""
+    return CHECKPOINT_CONNECTOR if connector == SOURCE_CONNECTOR else f"{CHECKPOINT_CONNECTOR}:{connector}"
+
+
+def flow_settings(settings: dict[str, str]) -> dict[str, str]:
+    """The MirrorSource settings among a backfill's settings (neither the job's own nor the offset store's)."""
+    return {k: v for k, v in settings.items() if not k.startswith((WORKER_PREFIX, *OWN_PREFIXES))}
 
 
 class BackfillJob(Job):
@@ -81,28 +113,82 @@ class BackfillJob(Job):
     name = "backfill"
     description = "copy a MirrorMaker 2 flow's history with Spark, then hand over to MirrorSource exactly"
     config_def = BACKFILL_CONFIG_DEF
+    connector_classes = MIRROR_SOURCE_CLASSES
+
+    def prepare(self, settings, connector: ConnectorRef | None) -> JobSettings:
+        """The flow from the named connector (or from the settings, given as a MirrorSource config)."""
+        settings = {str(k): str(v) for k, v in settings.items()}
+        own = {k: v for k, v in settings.items() if k.startswith(OWN_PREFIXES)}
+        if connector is None:
+            originals = flow_settings(settings)
+            own.update({k: v for k, v in settings.items() if k.startswith(WORKER_PREFIX)})
+        else:
+            foreign = sorted(k for k in settings if not k.startswith(OWN_PREFIXES))
+            if foreign:
+                raise ConfigError(f"{foreign[0]}: a backfill of connector {connector.name} takes the flow's settings "
+                                  f"from the connector; give only backfill.* and spark.* settings")
+            originals = mirror_originals(connector.config)
+            own[CONNECTOR_NAME] = connector.name
+        aliases(originals)
+        SOURCE_CONFIG_DEF.parse(originals)  # a bad flow setting is named now
+        for key, position in ((FROM, own.get(FROM, "earliest")), (TO, own.get(TO, "latest"))):
+            parse_position(key, position)
+        return JobSettings({**originals, **own}, flow_client_settings(originals, "backfill-producer"))
+
+    async def partitions(self, prepared: JobSettings, clients: KafkaClients) -> list[dict[str, Any]]:
+        """Every partition of the flow's topics (narrowed by ``backfill.topics``) on the source, now."""
+        originals = flow_settings(prepared.settings)
+        source_alias, target_alias = aliases(originals)
+        connector = prepared.settings.get(CONNECTOR_NAME, SOURCE_CONNECTOR)
+        selection = TopicSelection(source_alias, target_alias, load_replication_policy(originals),
+                                   await flow_topic_filter(clients, originals, connector, source_alias, target_alias),
+                                   heartbeats_enabled=False)
+        admin = admin_client(clients, originals, "source", f"{source_alias}->{target_alias}|backfill-plan")
+        try:
+            try:
+                await asyncio.wait_for(connect_admin(admin, originals, "source"), CONNECT_TIMEOUT_S)
+            except Exception as exc:  # one line naming the cluster
+                raise ConnectError(f"cannot reach cluster {source_alias} (source of {source_alias}->{target_alias}): "
+                                   f"{exc or exc.__class__.__name__}") from None
+            text = prepared.settings.get(TOPICS) or None
+            topics = select_topics(await source_topics(admin, selection), topic_pattern(text), text,
+                                   f"{source_alias}->{target_alias}")
+        finally:
+            await admin.close()
+        return [source_partition(source_alias, topic, p) for topic, count in sorted(topics.items())
+                for p in range(count)]
 
     async def run(self, context: JobContext) -> dict[str, Any]:
         settings = {k: str(v) for k, v in context.settings.items()}
-        originals = {k: v for k, v in settings.items() if not k.startswith((WORKER_PREFIX, "backfill.", "spark."))}
+        originals = flow_settings(settings)
         worker = {k[len(WORKER_PREFIX):]: v for k, v in settings.items() if k.startswith(WORKER_PREFIX)}
         start_at = parse_position("--from", context.config[FROM])
         end_at = parse_position("--to", context.config[TO])
         if start_at.kind == "latest":
             raise ConnectError("--from latest copies nothing: the backfill copies history up to --to")
         await asyncio.to_thread(context.check_spark)  # before anything is written
-        return await _Backfill(context, originals, worker).run(start_at, end_at, context.config[TOPICS] or None,
-                                                               context.config[ALLOW_GAPS])
+        backfill = _Backfill(context, originals, worker, context.config[CONNECTOR_NAME])
+        backfill.max_rate = context.config[MAX_RATE]
+        return await backfill.run(
+            start_at, end_at, context.config[TOPICS] or None, context.config[ALLOW_GAPS])
 
 
 class _Backfill:
     """One run of the job, with its clients."""
 
-    def __init__(self, context: JobContext, originals: dict[str, str], worker: dict[str, str]):
+    def __init__(self, context: JobContext, originals: dict[str, str], worker: dict[str, str],
+                 connector: str = SOURCE_CONNECTOR):
         self.context = context
         self.log = context.logger
         self.originals = originals
         self.worker = worker
+        #: the MirrorSource connector whose offsets the hand-off writes, and where the plan is kept
+        self.connector = connector
+        self.checkpoints = checkpoint_namespace(connector)
+        self.max_rate = 0.0
+        #: a worker cluster's job copies the partitions it holds, and continues what the connector streamed
+        self.held = None if context.partitions is None else {
+            (str(p.get("topic")), int(p.get("partition", -1))) for p in context.partitions}
         self.mirror = SOURCE_CONFIG_DEF.parse(originals)
         self.source_alias = self.mirror[SOURCE_CLUSTER_ALIAS]
         self.target_alias = self.mirror[TARGET_CLUSTER_ALIAS]
@@ -141,7 +227,8 @@ class _Backfill:
         began = time.monotonic()
         async with self._clients():
             # a flow that never ran has no offset store yet: plan (and refuse bad input) before creating it
-            fresh = self.worker.get("offset.storage.topic") not in await self.target_admin.list_topics()
+            fresh = bool(self.worker) and self.worker.get("offset.storage.topic") not in \
+                await self.target_admin.list_topics()
             plan = await self._plan(None, start_at, end_at, topics_text, allow_gaps) if fresh else None
             async with self.context.source_offsets(self.worker) as offsets:
                 plan = plan or await self._plan(offsets, start_at, end_at, topics_text, allow_gaps)
@@ -149,13 +236,16 @@ class _Backfill:
 
     async def _execute(self, offsets, plan: Plan, began: float) -> dict[str, Any]:
         """Store the plan, create topics, copy, then hand over (syncs, checkpoints, offsets)."""
-        await offsets.put(CHECKPOINT_CONNECTOR, [(self._key(r), r.checkpoint()) for r in plan.ranges])
+        await offsets.put(self.checkpoints, [(self._key(r), r.checkpoint()) for r in plan.ranges])
         await self._create_topics(plan)
         await self._trim_finished(plan)
         to_copy = [r for r in plan.ranges if r.size > 0]
         written, byte_count, syncs, ends = 0, 0, {}, {}
         if to_copy:
-            written, byte_count, syncs, ends = await self._copy(to_copy, plan)
+            try:
+                written, byte_count, syncs, ends = await self._copy(to_copy, plan)
+            except asyncio.CancelledError:
+                return await self._hand_off_partial(offsets, plan, began)
         for r in plan.ranges:
             syncs.setdefault((r.topic, r.partition), [])
             syncs[(r.topic, r.partition)] = _merge(self._synthetic_syncs(r), syncs[(r.topic, r.partition)])
@@ -164,7 +254,8 @@ class _Backfill:
         await self._hand_off(offsets, plan)
         seconds = time.monotonic() - began
         summary = {
-            "flow": self.flow, "partitions": len(plan.ranges), "records_written": written, "bytes_written": byte_count,
+            "flow": self.flow, "connector": self.connector, "partitions": len(plan.ranges),
+            "records_written": written, "bytes_written": byte_count, "continued": len(plan.continued),
             "already_done": len(plan.already_done), "resumed": len(plan.resumed), "gap_records": plan.gaps,
             "checkpoints": checkpoints,
             "seconds": round(seconds, 2),
@@ -181,8 +272,10 @@ class _Backfill:
         return source_partition(self.source_alias, r.topic, r.partition)
 
     async def _plan(self, offsets, start_at, end_at, topics_text, allow_gaps) -> Plan:
-        selection = TopicSelection(self.source_alias, self.target_alias, self.policy,
-                                   topic_filter_for(self.originals, None), heartbeats_enabled=False)
+        topic_filter = await flow_topic_filter(self.context.clients, self.originals, self.connector, self.source_alias,
+                                               self.target_alias)
+        selection = TopicSelection(self.source_alias, self.target_alias, self.policy, topic_filter,
+                                   heartbeats_enabled=False)
         flow_topics = await source_topics(self.source_admin, selection)
         topics = select_topics(flow_topics, topic_pattern(topics_text), topics_text, self.flow)
         tps = [TopicPartition(t, p) for t, n in sorted(topics.items()) for p in range(n)]
@@ -194,9 +287,11 @@ class _Backfill:
             found = await self.source.offsets_for_times({tp: ms for tp in tps})
             for tp in tps:
                 for_times[tp][ms] = found[tp].offset if found.get(tp) is not None else None
+        if self.held is not None:  # the partitions the worker cluster recorded for this job, and no other
+            tps = [tp for tp in tps if (tp.topic, tp.partition) in self.held]
         keys = [source_partition(self.source_alias, tp.topic, tp.partition) for tp in tps]
-        stored = await offsets.get(SOURCE_CONNECTOR, keys) if offsets else [None] * len(keys)
-        checkpoints = await offsets.get(CHECKPOINT_CONNECTOR, keys) if offsets else [None] * len(keys)
+        stored = await offsets.get(self.connector, keys) if offsets else [None] * len(keys)
+        checkpoints = await offsets.get(self.checkpoints, keys) if offsets else [None] * len(keys)
         remotes = {tp: TopicPartition(self.policy.format_remote_topic(self.source_alias, tp.topic), tp.partition)
                    for tp in tps}
         existing = set(await self.target_admin.list_topics())
@@ -209,15 +304,18 @@ class _Backfill:
             r, state = plan_partition(
                 tp.topic, tp.partition, remote.topic, Bounds(starts[tp], ends[tp], for_times[tp]), start_at, end_at,
                 allow_gaps, None if stored_offset is None else stored_offset.get("offset"), checkpoint,
-                target_starts.get(remote, 0), target_ends.get(remote, 0))
+                target_starts.get(remote, 0), target_ends.get(remote, 0), continue_streamed=self.held is not None)
             if state == "done":
                 plan.already_done.append((tp.topic, tp.partition))
             elif r is not None:
+                if state == "continue":
+                    await self._check_continues(r, target_starts.get(remote, 0), target_ends.get(remote, 0))
+                    plan.continued.append((tp.topic, tp.partition))
                 plan.ranges.append(r)
                 plan.gaps += r.gap
                 if state == "resume":
                     plan.resumed.append((tp.topic, tp.partition))
-        if not plan.ranges and not plan.already_done:
+        if not plan.ranges and not plan.already_done and self.held is None:
             raise ConnectError(f"empty range: no records from --from {start_at} to --to {end_at} in "
                                f"{', '.join(sorted(topics))} on {self.source_alias}")
         for r in plan.ranges:
@@ -225,6 +323,23 @@ class _Backfill:
                 self.log.warning("%s-%d: %d record(s) before offset %d were deleted by retention and are not copied",
                                  r.topic, r.partition, r.gap, r.start)
         return plan
+
+    async def _check_continues(self, r: PartitionRange, target_start: int, target_end: int) -> None:
+        """The remote partition must end with the copy of the record MirrorSource stored last: then the
+        range continues the stream with no record missing and none twice."""
+        name = f"{r.topic}-{r.partition}"
+        if target_end <= target_start:
+            raise ConnectError(f"{name}: MirrorSource stored offset {r.streamed} but {r.remote}-{r.partition} holds no "
+                               f"record; the copy cannot continue exactly")
+        source_record = await record_at(self.source, TopicPartition(r.topic, r.partition), r.streamed, r.streamed + 1)
+        target_record = await record_at(self.target, TopicPartition(r.remote, r.partition), target_end - 1, target_end)
+        if source_record is None or target_record is None or source_record.offset != r.streamed \
+                or not same_record(source_record, target_record):
+            raise ConnectError(f"{name}: {r.remote}-{r.partition} does not end with the copy of source offset "
+                               f"{r.streamed} (MirrorSource's stored offset): records after it were written twice or "
+                               f"by something else, so the copy cannot continue exactly")
+        self.log.info("%s: continuing the stream after offset %d (MirrorSource's last copied record) at target "
+                      "offset %d", name, r.streamed, target_end)
 
     async def _create_topics(self, plan: Plan) -> None:
         wanted: dict[str, int] = {}
@@ -293,9 +408,16 @@ class _Backfill:
                     await asyncio.wait_for(stop.wait(), PROGRESS_EVERY_S)
 
         watcher = asyncio.create_task(watch(), name="backfill-progress")
+        writing = asyncio.ensure_future(asyncio.to_thread(context.write_kafka, frame, "target", targets,
+                                                          self.mirror["offset.lag.max"], self.max_rate))
         try:
-            result = await asyncio.to_thread(context.write_kafka, frame, "target", targets,
-                                             self.mirror["offset.lag.max"])
+            try:
+                result = await asyncio.shield(writing)
+            except asyncio.CancelledError:
+                # cancelled (the job's Spark jobs too): nothing may still write when the caller hands over
+                await asyncio.gather(writing, return_exceptions=True)
+                await self._settle_targets(list(remote_tps))
+                raise
             progress.update(sum(end - targets[key].base for key, (_, end, _) in result.done.items()))
         finally:
             stop.set()
@@ -305,6 +427,19 @@ class _Backfill:
         byte_count = sum(result.bytes.values())
         ends = {key: end for key, (_, end, _) in result.done.items()}
         return written, byte_count, dict(result.syncs), ends
+
+    async def _settle_targets(self, tps: list[TopicPartition], quiet_s: float = 2.0, limit_s: float = 60.0) -> None:
+        """Wait until the targets' end offsets stop moving (writers of cancelled Spark tasks have ended)."""
+        deadline = time.monotonic() + limit_s
+        previous = await self.target.end_offsets(tps)
+        while time.monotonic() < deadline:
+            await asyncio.sleep(quiet_s)
+            now = await self.target.end_offsets(tps)
+            if now == previous:
+                return
+            previous = now
+        raise ConnectError("cancelled, but the target partitions kept growing for a minute after Spark's jobs were "
+                           "cancelled; nothing was handed over (a later backfill resumes exactly)")
 
     def _synthetic_syncs(self, r: PartitionRange) -> list[tuple[int, int]]:
         """Sync candidates for the part of a resumed range skipped by :meth:`_trim_finished` (no gaps there)."""
@@ -386,16 +521,62 @@ class _Backfill:
 
     async def _hand_off(self, offsets, plan: Plan) -> None:
         keys = [self._key(r) for r in plan.ranges]
-        stored = await offsets.get(SOURCE_CONNECTOR, keys)
+        stored = await offsets.get(self.connector, keys)
         moved = [f"{r.topic}-{r.partition} (offset {s['offset']})" for r, s in zip(plan.ranges, stored)
-                 if s is not None and s.get("offset") != r.end - 1]
+                 if s is not None and s.get("offset") not in (r.end - 1, r.streamed)]
         if moved:
             raise ConnectError(f"MirrorSource started streaming during the backfill: {', '.join(moved)}; the copy "
                                f"and the stream now overlap in those partitions (stop the flow while backfilling)")
-        await offsets.put(SOURCE_CONNECTOR, [(k, {"offset": r.end - 1}) for k, r in zip(keys, plan.ranges)])
-        await offsets.put(CHECKPOINT_CONNECTOR, [(k, {**r.checkpoint(done=True), "start": r.planned_start,
-                                                      "base": r.planned_base})
-                                                 for k, r in zip(keys, plan.ranges)])
+        await offsets.put(self.connector, [(k, {"offset": r.end - 1}) for k, r in zip(keys, plan.ranges)])
+        await offsets.put(self.checkpoints, [(k, {**r.checkpoint(done=True), "start": r.planned_start,
+                                                  "base": r.planned_base})
+                                             for k, r in zip(keys, plan.ranges)])
+
+    async def _hand_off_partial(self, offsets, plan: Plan, began: float) -> dict[str, Any]:
+        """Cancelled mid-copy: hand over, per partition, the prefix of its range the target provably holds.
+
+        Spark's jobs were cancelled before this runs and ``_copy`` waited for its writes to end. A
+        partition whose copied prefix cannot be proven (gaps in its source offsets) keeps its plan
+        unfinished, so a later backfill resumes it; the summary says which.
+        """
+        handed, kept = [], []
+        for r in plan.ranges:
+            _, target_end = await bounds(self.target, TopicPartition(r.remote, r.partition))
+            held = target_end - r.planned_base
+            if held <= 0:
+                partial = PartitionRange(r.topic, r.partition, r.remote, r.planned_start, r.planned_start,
+                                         r.planned_base, streamed=r.streamed)
+            else:
+                last = r.planned_start + held - 1
+                source_record = await record_at(self.source, TopicPartition(r.topic, r.partition), last, r.end)
+                target_record = await record_at(self.target, TopicPartition(r.remote, r.partition), target_end - 1,
+                                                target_end)
+                if source_record is None or target_record is None or source_record.offset != last \
+                        or not same_record(source_record, target_record):
+                    kept.append(r)
+                    continue
+                partial = PartitionRange(r.topic, r.partition, r.remote, r.planned_start, last + 1, r.planned_base,
+                                         trimmed=(r.planned_start, r.planned_base, held), streamed=r.streamed)
+            handed.append(partial)
+        partial_plan = Plan(ranges=handed)
+        syncs = {(r.topic, r.partition): self._synthetic_syncs(r) for r in handed}
+        await self._emit_syncs(partial_plan, syncs)
+        ready = [r for r in handed if r.end > r.start]
+        # a partition with nothing copied keeps MirrorSource's own offset (or none): nothing to hand over
+        if ready:
+            await self._hand_off(offsets, Plan(ranges=ready))
+        untouched = [r for r in handed if r.end <= r.start]
+        if untouched:
+            await offsets.put(self.checkpoints, [(self._key(r), None) for r in untouched])
+        self.log.warning("cancelled: %d partition(s) handed over at what they copied, %d kept for a later backfill",
+                         len(handed), len(kept))
+        return {"flow": self.flow, "connector": self.connector, "cancelled": True, "handed_over": not kept,
+                "records_written": sum(r.end - r.start for r in ready),
+                "seconds": round(time.monotonic() - began, 2),
+                "ranges": [{"topic": r.topic, "partition": r.partition, "remote": r.remote, "start": r.start,
+                            "end": r.end, "target_start": r.planned_base, "handed_over": True} for r in handed]
+                + [{"topic": r.topic, "partition": r.partition, "remote": r.remote, "start": r.planned_start,
+                    "end": r.end, "target_start": r.planned_base, "handed_over": False} for r in kept]}
 
 
 def _merge(first: list[tuple[int, int]], second: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -11,6 +11,10 @@ every rule is unit-tested without Kafka:
   has already streamed (a stored source offset) or whose remote partition already holds records
   is refused — an older range would land after newer records. A partition this backfill already
   finished is skipped; one it started is resumed with the range it stored.
+- **Continuing a stream** (a job a worker cluster runs, which holds the partition: the
+  connector's tasks have let it go): a partition MirrorSource has streamed up to a stored offset
+  ``S`` is copied from ``S + 1`` (whatever ``--from`` says), appended to the remote partition
+  after the copy of ``S``; the caller checks that the remote partition ends with that copy.
 """
 
 from __future__ import annotations
@@ -88,6 +92,8 @@ class PartitionRange:
     planned_base: int = -1
     #: ``(start, base, records)`` of the part a resumed run found already copied
     trimmed: tuple[int, int, int] | None = None
+    #: the source offset MirrorSource had stored when this range continued its stream (None: it had none)
+    streamed: int | None = None
 
     def __post_init__(self) -> None:
         if self.planned_start < 0:
@@ -100,7 +106,10 @@ class PartitionRange:
 
     def checkpoint(self, done: bool = False) -> dict:
         """The value stored under :data:`CHECKPOINT_CONNECTOR` for this partition."""
-        return {"start": self.start, "end": self.end, "base": self.base, "remote": self.remote, "done": done}
+        value = {"start": self.start, "end": self.end, "base": self.base, "remote": self.remote, "done": done}
+        if self.streamed is not None:
+            value["streamed"] = self.streamed
+        return value
 
 
 @dataclass
@@ -110,6 +119,8 @@ class Plan:
     ranges: list[PartitionRange] = field(default_factory=list)
     already_done: list[tuple[str, int]] = field(default_factory=list)
     resumed: list[tuple[str, int]] = field(default_factory=list)
+    #: partitions MirrorSource had streamed, continued after its stored offset
+    continued: list[tuple[str, int]] = field(default_factory=list)
     gaps: int = 0
 
     @property
@@ -120,22 +131,35 @@ class Plan:
 
 def plan_partition(topic: str, partition: int, remote: str, bounds: Bounds, start_at: Position, end_at: Position,
                    allow_gaps: bool, stored_offset: int | None, checkpoint: dict | None,
-                   target_start: int, target_end: int) -> tuple[PartitionRange | None, str]:
-    """The range of one partition and its state: ``copy``, ``resume``, ``done`` or ``empty``.
+                   target_start: int, target_end: int,
+                   continue_streamed: bool = False) -> tuple[PartitionRange | None, str]:
+    """The range of one partition and its state: ``copy``, ``continue``, ``resume``, ``done`` or ``empty``.
 
     Raises ConnectError (one line) for a partition that must not be backfilled (see the module).
     ``target_start``/``target_end`` are the remote partition's log bounds (0, 0 when it does not exist).
+    ``continue_streamed``: a partition MirrorSource streamed is continued (state ``continue``:
+    the caller checks the remote partition ends with the copy of the stored offset).
     """
     name = f"{topic}-{partition}"
     if checkpoint is not None:
         if checkpoint.get("done"):
             return None, "done"
-        if stored_offset is not None and stored_offset != int(checkpoint["end"]) - 1:
+        streamed = checkpoint.get("streamed")
+        if stored_offset is not None and stored_offset not in (int(checkpoint["end"]) - 1, streamed):
             raise ConnectError(f"{name}: an interrupted backfill of this partition (offsets {checkpoint['start']}.."
                                f"{int(checkpoint['end']) - 1}) cannot resume: MirrorSource has streamed it since "
                                f"(stored source offset {stored_offset})")
         return PartitionRange(topic, partition, remote, int(checkpoint["start"]), int(checkpoint["end"]),
-                              int(checkpoint["base"])), "resume"
+                              int(checkpoint["base"]), streamed=streamed), "resume"
+    if stored_offset is not None and continue_streamed:
+        start, end = stored_offset + 1, min(resolve(end_at, bounds), bounds.log_end)
+        if start < bounds.log_start:
+            raise ConnectError(f"{name}: MirrorSource stored offset {stored_offset}, but the log now starts at "
+                               f"{bounds.log_start}: offsets {start}..{bounds.log_start - 1} were deleted by "
+                               f"retention before they were copied")
+        if end <= start:
+            return None, "empty"
+        return PartitionRange(topic, partition, remote, start, end, target_end, streamed=stored_offset), "continue"
     if stored_offset is not None:
         raise ConnectError(f"{name}: MirrorSource has already streamed this partition (stored source offset "
                            f"{stored_offset}); backfilled records would land after newer ones in {remote}. "

@@ -20,20 +20,28 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from mirrorline.api import ConfigDef, ConfigKey, Importance, Job, JobContext, NonEmptyString, Type
+from mirrorline.api import ConfigDef, ConfigError, ConfigKey, ConnectorRef, Importance, Job, JobContext, JobSettings, \
+    NonEmptyString, Type
 
 from mirrorline.connectors.mirror_client.config import client_props
-from mirrorline.connectors.mm2.mm2_config import CHECKPOINT_CONNECTOR, MirrorMakerConfig
+from mirrorline.connectors.mm2.mm2_config import CHECKPOINT_CONNECTOR, SOURCE_CONNECTOR, MirrorMakerConfig
 from mirrorline.connectors.mm2.offset_map import PartitionMap, offset_map_topic
-from mirrorline.connectors.mm2.offset_map_store import write_maps
+from mirrorline.connectors.mm2.offset_map_store import read_maps, write_maps
 
 from .flow_clients import FlowEnds, parse_flow
+from .job_binding import MIRROR_SOURCE_CLASSES, aliases, flow_topic_filter, mm2_properties
+from .reconcile_incremental import merge, next_window
 from .reconcile_plan import PartitionRange, plan_ranges, topics_pattern
 from .reconcile_result import PartitionResult
 
 FLOW = "reconcile.flow"
 TOPICS = "reconcile.topics"
 STORE_MAP = "reconcile.store.map"
+INCREMENTAL = "reconcile.incremental"
+CONNECTOR_NAME = "reconcile.connector.name"
+
+#: Settings that are the job's own; the others are the flow's (an mm2.properties).
+OWN_PREFIXES = ("reconcile.", "spark.")
 
 #: Figures summed over partitions into the totals.
 FIGURES = ("source", "target", "matched", "missing", "missing_tail", "duplicated", "unexpected", "out_of_order")
@@ -93,7 +101,39 @@ class ReconcileJob(Job):
         ConfigKey(STORE_MAP, Type.BOOLEAN, default="true", importance=Importance.MEDIUM,
                   doc="Store the offset map on the target in mirrorline-offset-map.<source>.internal "
                       "(compacted), for offsets translate --exact and failover --exact."),
+        ConfigKey(CONNECTOR_NAME, Type.STRING, default=SOURCE_CONNECTOR, importance=Importance.LOW,
+                  doc="The MirrorSource connector whose stored topic selection (mirroring controls) decides the "
+                      "flow's topics, with its topics setting. Set by the worker cluster when the job names a "
+                      "connector."),
+        ConfigKey(INCREMENTAL, Type.BOOLEAN, default="false", importance=Importance.MEDIUM,
+                  doc="Read only what was copied since the stored map's reconciliation and extend that map "
+                      "(scheduled runs); partitions for which that is not sound are read whole (see "
+                      "docs/reconcile.md)."),
     ])
+
+    connector_classes = MIRROR_SOURCE_CLASSES
+
+    def prepare(self, settings, connector: ConnectorRef | None) -> JobSettings:
+        """The flow from the named MirrorSource connector (as its mm2.properties), or from the settings."""
+        settings = {str(k): str(v) for k, v in settings.items()}
+        if connector is not None:
+            foreign = sorted(k for k in settings if not k.startswith(OWN_PREFIXES))
+            if foreign:
+                raise ConfigError(f"{foreign[0]}: a reconciliation of connector {connector.name} takes the flow's "
+                                  f"settings from the connector; give only reconcile.* and spark.* settings")
+            props = mm2_properties(connector.config)
+            source, target = aliases(connector.config)
+            if f"{source}->{target}.checkpoints.topic.replication.factor" not in props:
+                # the map topic is internal like the offset-syncs topic: same replication factor
+                props[f"{source}->{target}.checkpoints.topic.replication.factor"] = str(
+                    connector.config.get("offset-syncs.topic.replication.factor", "3"))
+            settings = {**props, **settings, FLOW: f"{source}->{target}", CONNECTOR_NAME: connector.name}
+        if not settings.get(FLOW):
+            raise ConfigError(f"{FLOW}: required (SOURCE->TARGET), or name a MirrorSource connector")
+        config = MirrorMakerConfig(settings)
+        source, target = parse_flow(config, settings[FLOW])
+        originals = config.connector_config(source, target, SOURCE_CONNECTOR)
+        return JobSettings(settings, {side: client_props(originals, side, "consumer") for side in ("source", "target")})
 
     async def run(self, context: JobContext) -> dict[str, Any]:
         started = time.monotonic()
@@ -101,18 +141,44 @@ class ReconcileJob(Job):
         source, target = parse_flow(config, context.config[FLOW])
         pattern = topics_pattern(context.config[TOPICS])
         async with FlowEnds(config, source, target, required=("source", "target"), clients=context.clients) as ends:
-            ranges = await plan_ranges(ends, pattern)
+            topic_filter = await flow_topic_filter(context.clients, ends.originals, context.config[CONNECTOR_NAME],
+                                                   source, target)
+            ranges = await plan_ranges(ends, pattern, topic_filter)
             originals = ends.originals
             context.logger.info("reconciling %d partition(s) of %d topic(s) of flow %s->%s", len(ranges),
                                 len({r.source_topic for r in ranges}), source, target)
+            previous = {}
+            if context.config[INCREMENTAL]:
+                assert ends.target is not None
+                previous = await read_maps(ends.target.admin, ends.target.consumer, source)
+            windows, full = [], {}
+            for r in ranges:
+                window, reason = next_window(r, previous.get(r.key)) if context.config[INCREMENTAL] else (r, "")
+                windows.append(window)
+                if reason:
+                    full[f"{r.source_topic}-{r.partition}"] = reason
             timings = {"plan": time.monotonic() - started}
-            await asyncio.to_thread(lambda: context.spark)  # the JVM starts here, off the event loop
-            timings["spark_start"] = time.monotonic() - started - sum(timings.values())
-            results = await context.run_spark(lambda: match_on_spark(context.read_kafka, ranges),
-                                              f"reconcile {source}->{target}")
-            timings["match"] = time.monotonic() - started - sum(timings.values())
+            to_read = [w for w in windows if w.source_end > w.source_start or w.target_end > w.target_start]
+            results: dict = {}
+            if to_read:
+                await asyncio.to_thread(lambda: context.spark)  # the JVM starts here, off the event loop
+                timings["spark_start"] = time.monotonic() - started - sum(timings.values())
+                results = await context.run_spark(lambda: match_on_spark(context.read_kafka, to_read),
+                                                  f"reconcile {source}->{target}")
+                timings["match"] = time.monotonic() - started - sum(timings.values())
             reconcile_id = uuid.uuid4().hex[:12]
-            maps, partitions = partition_maps(ranges, results, reconcile_id)
+            whole = []
+            for r, window in zip(ranges, windows):
+                result = results.get(r.key) or PartitionResult(r.source_topic, r.partition)
+                prior = previous.get(r.key)
+                if context.config[INCREMENTAL] and prior is not None and f"{r.source_topic}-{r.partition}" not in full:
+                    r, result = merge(prior, window, result)
+                whole.append((r, result, window))
+            maps, partitions = partition_maps([r for r, _, _ in whole], {r.key: res for r, res, _ in whole},
+                                              reconcile_id)
+            for row, (_, _, window) in zip(partitions, whole):
+                row["read"] = {"source": [window.source_start, window.source_end],
+                               "target": [window.target_start, window.target_end]}
             stored = None
             if context.config[STORE_MAP]:
                 assert ends.target is not None
@@ -125,5 +191,8 @@ class ReconcileJob(Job):
         return {"flow": f"{source}->{target}", "reconcile_id": reconcile_id, "partitions": partitions,
                 "totals": totals, "map": {"topic": offset_map_topic(source), "stored": stored is not None,
                                           "runs": sum(len(m.runs) for m in maps)},
+                "incremental": {"enabled": context.config[INCREMENTAL],
+                                "partitions_read_whole": len(full) if context.config[INCREMENTAL] else len(ranges),
+                                "full_reason": full if context.config[INCREMENTAL] else {}},
                 "seconds": round(time.monotonic() - started, 1),
                 "timings": {k: round(v, 1) for k, v in timings.items()}}

@@ -34,13 +34,17 @@ def topics_pattern(text: str | None) -> re.Pattern[str] | None:
         raise ConfigError(f"--topics {text!r} is not a valid regular expression: {exc}") from None
 
 
-async def plan_ranges(ends: FlowEnds, topics: re.Pattern[str] | None) -> list[PartitionRange]:
-    """Every partition to reconcile, with its ranges; ConnectError with one line when there is nothing to read."""
+async def plan_ranges(ends: FlowEnds, topics: re.Pattern[str] | None,
+                      topic_filter: TopicFilter | None = None) -> list[PartitionRange]:
+    """Every partition to reconcile, with its ranges; ConnectError with one line when there is nothing to read.
+
+    ``topic_filter``: the flow's topics (default: its ``topics``/``topics.exclude`` settings).
+    """
     source, target = ends.source, ends.target
     assert source is not None and target is not None
     target_topics = await partition_counts(target)
     source_topics = await partition_counts(source)
-    pairs = mirrored_topics(ends.policy, TopicFilter(ends.originals), ends.source_alias, ends.target_alias,
+    pairs = mirrored_topics(ends.policy, topic_filter or TopicFilter(ends.originals), ends.source_alias, ends.target_alias,
                             source_topics, target_topics)
     flow = f"{ends.source_alias}->{ends.target_alias}"
     if topics is not None:

@@ -19,6 +19,13 @@ TASK_INDEX = "task.index"
 #: Beyond MM2: forward fetched record batches whole when nothing needs decoded records.
 BATCH_FORWARDING_ENABLED = "batch.forwarding.enabled"
 BATCH_FORWARDING_COALESCE_BYTES = "batch.forwarding.coalesce.bytes"
+#: Beyond MM2: long histories handed to a Spark backfill job, and scheduled reconciliation.
+BACKFILL_SPARK_ENABLED = "backfill.spark.enabled"
+BACKFILL_SPARK_MIN_RECORDS = "backfill.spark.min.records"
+#: Prefix of the Spark settings of the jobs the connector submits (``backfill.spark.conf.spark.master``).
+BACKFILL_SPARK_CONF_PREFIX = "backfill.spark.conf."
+RECONCILE_INTERVAL_MS = "reconcile.interval.ms"
+RECONCILE_SPARK_CONF_PREFIX = "reconcile.spark.conf."
 
 SOURCE_CONFIG_DEF = COMMON_CONFIG_DEF.merged(ConfigDef([
     ConfigKey("refresh.topics.enabled", Type.BOOLEAN, default="true", importance=Importance.LOW, group=GROUP,
@@ -67,4 +74,24 @@ SOURCE_CONFIG_DEF = COMMON_CONFIG_DEF.merged(ConfigDef([
                   "target's message.max.bytes."),
     ConfigKey("heartbeats.replication.enabled", Type.BOOLEAN, default="true", importance=Importance.LOW,
               group=GROUP, doc="Replicate heartbeats topics whatever the topic filter says."),
+    ConfigKey(BACKFILL_SPARK_ENABLED, Type.BOOLEAN, default="false", importance=Importance.MEDIUM, group=GROUP,
+              doc="Beyond MM2, in a worker cluster: when a newly selected topic (or, at the connector's first "
+                  "start, any topic) has at least backfill.spark.min.records records of history in its "
+                  "partitions that have no stored offset, the connector submits a backfill job (Spark) for that "
+                  "topic and streams each of those partitions only once the job has copied it and handed it "
+                  "over (exactly: no record missing, none twice, never interleaved). Other partitions stream "
+                  "meanwhile. Spark settings of the job: backfill.spark.conf.<spark setting> (e.g. "
+                  "backfill.spark.conf.spark.master=spark://host:7077). Needs consumer.auto.offset.reset=earliest "
+                  "(the default) and the spark extra on the workers."),
+    ConfigKey(BACKFILL_SPARK_MIN_RECORDS, Type.LONG, default=1_000_000, validator=Range(min=1),
+              importance=Importance.MEDIUM, group=GROUP,
+              doc="With backfill.spark.enabled: the smallest history (records over a topic's partitions without "
+                  "a stored offset) handed to a Spark backfill; smaller ones are streamed."),
+    ConfigKey(RECONCILE_INTERVAL_MS, Type.LONG, default=0, validator=Range(min=0), importance=Importance.MEDIUM,
+              group=GROUP,
+              doc="Beyond MM2, in a worker cluster: every this many milliseconds the connector submits a "
+                  "reconcile job (Spark) for its flow, exports its per-topic missing, duplicated and "
+                  "out-of-order counts as the mirrorline_reconcile_* metrics, and refreshes the offset map "
+                  "failover --exact uses. Each run reads only what was copied since the previous one where it "
+                  "can (docs/reconcile.md). Spark settings: reconcile.spark.conf.<spark setting>. 0: off."),
 ]))

@@ -36,9 +36,14 @@ from mirrorline.connectors.mirror_client.config import (
     TARGET_CLUSTER_ALIAS,
     load_replication_policy,
 )
+from mirrorline.connectors.mirror_client.formats import source_partition
 from mirrorline.connectors.source_mirror.topic_selection import SelectionAccessDenied, SelectionKey, TopicSelectionStore
 from mirrorline.connectors.source_mirror.acls import TopicAclSync
-from mirrorline.connectors.source_mirror.config import SOURCE_CONFIG_DEF, TASK_ASSIGNED_PARTITIONS, TASK_INDEX
+from mirrorline.connectors.source_mirror.config import (BACKFILL_SPARK_CONF_PREFIX, BACKFILL_SPARK_ENABLED,
+                                                        BACKFILL_SPARK_MIN_RECORDS, RECONCILE_INTERVAL_MS,
+                                                        RECONCILE_SPARK_CONF_PREFIX, SOURCE_CONFIG_DEF,
+                                                        TASK_ASSIGNED_PARTITIONS, TASK_INDEX)
+from mirrorline.connectors.source_mirror.spark_jobs import HistoryHandoff, ScheduledReconcile, prefixed
 from mirrorline.connectors.source_mirror.task import MirrorSourceTask
 from mirrorline.connectors.source_mirror.topics import (
     ConfigFilter,
@@ -46,6 +51,7 @@ from mirrorline.connectors.source_mirror.topics import (
     create_remote_topics,
     format_partition,
     offset_syncs_topic_config,
+    parse_partition,
     source_topics,
     sync_topic_configs,
     task_partitions,
@@ -141,7 +147,17 @@ class MirrorSourceConnector(SourceConnector):
             raise
         if config["emit.offset-syncs.enabled"]:
             await self._create_offset_syncs_topic()
+        self.history_handoff = None
+        if config[BACKFILL_SPARK_ENABLED]:
+            self.history_handoff = HistoryHandoff(self.context, originals, clients, self.source_alias,
+                                                  self.target_alias, self.policy, config[BACKFILL_SPARK_MIN_RECORDS],
+                                                  prefixed(originals, BACKFILL_SPARK_CONF_PREFIX))
         await self._refresh(initial=True)
+        if config[RECONCILE_INTERVAL_MS] > 0:
+            scheduled = ScheduledReconcile(self.context, self.source_alias, self.target_alias,
+                                           config[RECONCILE_INTERVAL_MS] / 1000,
+                                           prefixed(originals, RECONCILE_SPARK_CONF_PREFIX))
+            self._loops.append(self.context.run_in_background(scheduled.loop(), "scheduled-reconcile"))
         if config["sync.topic.acls.enabled"]:
             acl_sync = TopicAclSync(self.context.clients, self.source_admin, self.target_admin, self.source_alias, self.target_alias,
                                     self.policy, self.selection.should_replicate, self.context.report_warning)
@@ -232,6 +248,13 @@ class MirrorSourceConnector(SourceConnector):
         # Always reconcile: a remote topic may be missing (deleted, or creation failed last time).
         await create_remote_topics(self.source_admin, self.target_admin, self.source_alias, self.policy,
                                    found, self.config["replication.factor"], self.config_filter)
+        if self.history_handoff is not None:  # before task configs include a new topic's partitions
+            try:
+                await self.history_handoff.consider(found)
+            except Exception as exc:  # streamed instead: slower, never wrong
+                message = f"could not hand long histories to a Spark backfill ({exc}); they are streamed"
+                log.warning("Connector %s: %s", self.context.name, message)
+                self.context.report_warning(message)
         if changed and not initial:
             log.info("Source topics or partitions changed; re-splitting tasks over %d partitions",
                      sum(found.values()))
@@ -241,10 +264,30 @@ class MirrorSourceConnector(SourceConnector):
         await sync_topic_configs(self.context.clients, self.source_admin, self.target_admin, self.source_alias, self.policy,
                                  sorted(self.topics), self.config_filter)
 
+    def task_partitions(self, task_config) -> list[dict]:
+        """The source partitions a task config assigns (``task.assigned.partitions``), keyed as offsets are."""
+        alias = task_config.get(SOURCE_CLUSTER_ALIAS)
+        return [source_partition(alias, *parse_partition(text))
+                for text in str(task_config.get(TASK_ASSIGNED_PARTITIONS, "")).split(",") if text]
+
+    def held_partitions(self) -> dict[tuple[str, int], str]:
+        """This flow's partitions a bulk job holds (a backfill copying them), with the job's name."""
+        held = {}
+        for partition, job in self.context.partitions_held_by_jobs():
+            if partition.get("cluster") == self.source_alias:
+                held[(partition.get("topic"), partition.get("partition"))] = job
+        return held
+
     async def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
         if not self.config[ENABLED] or not self.topics:
             return []
-        partitions = task_partitions(self.topics)
+        held = self.held_partitions()
+        partitions = [tp for tp in task_partitions(self.topics) if tp not in held]
+        if held:
+            log.info("Connector %s: %d partition(s) are held by job(s) %s and are not streamed until handed back",
+                     self.context.name, len(held), ", ".join(sorted(set(held.values()))))
+        if not partitions:
+            return []
         count = min(max_tasks, len(partitions))
         base = {k: str(v) for k, v in self.config.originals.items()}
         return [{**base, TASK_ASSIGNED_PARTITIONS: ",".join(format_partition(t, p) for t, p in partitions[i::count]),

@@ -50,7 +50,8 @@ from mirrorline.api.errors import (
     RetriableError,
 )
 from mirrorline.api.hookspecs import hookimpl, hookspec
-from mirrorline.api.jobs import Job, JobContext, PartitionTarget, Progress, SourceOffsets, WriteResult
+from mirrorline.api.jobs import (ConnectorRef, Job, JobContext, JobSettings, PartitionTarget, Progress, SourceOffsets,
+                                 WriteResult)
 from mirrorline.api.launcher import Command, WorkerLauncher, WorkerSpec
 from mirrorline.api.records import ConnectorTaskId, RecordMetadata, SinkRecord, SourceBatch, SourceRecord
 from mirrorline.api.rest_extension import ClusterState, RestExtension, RestExtensionContext, RestHandler, RestRequest
@@ -69,7 +70,7 @@ __all__ = [
     "HIDDEN", "is_secret", "redact", "scrub",
     "ClusterState", "RestExtension", "RestExtensionContext", "RestHandler", "RestRequest",
     "DataError", "Predicate", "Transformation", "Converter", "HeaderConverter",
-    "Job", "JobContext", "PartitionTarget", "Progress", "SourceOffsets", "WriteResult",
+    "ConnectorRef", "Job", "JobContext", "JobSettings", "PartitionTarget", "Progress", "SourceOffsets", "WriteResult",
     "AclBinding", "AclFilter", "KafkaClients", "PluginContext",
     "ErrantRecordReporter", "SinkConnector", "SinkRecord", "SinkTask", "SinkTaskContext", "TopicPartition",
     "ConnectorTransactionBoundaries", "ExactlyOnceSupport", "TransactionContext",

@@ -153,6 +153,20 @@ class SourceConnector(Connector):
         message; return to accept. The default accepts anything.
         """
 
+    def task_partitions(self, task_config: Mapping[str, str]) -> list[dict[str, Any]] | None:
+        """The source partitions (as offsets are keyed) a task with ``task_config`` reads; None when unknown.
+
+        A connector that answers (and leaves out of its task configs the partitions
+        :meth:`~mirrorline.api.context.ConnectorContext.partitions_held_by_jobs` lists) can hand
+        partitions to a bulk job while it runs: the runtime starts such a job only once no task
+        instance of the connector reads any of them. The default (None) means the connector
+        must be STOPPED while a job writes its partitions. Called on any instance (it need not
+        be started); must not block.
+
+        API addition (jobs): connectors written before it keep the default.
+        """
+        return None
+
 
 class SinkConnector(Connector):
     """A connector whose tasks consume records from Kafka and write them to an external system.

@@ -88,6 +88,39 @@ class ConnectorContext(PluginContext):
         Kafka Connect does; a restart of the connector clears the failure.
         """
 
+    # -- bulk jobs (API addition: contexts written before it answer "none" / raise NotImplementedError) --
+    def partitions_held_by_jobs(self) -> list[tuple[dict[str, Any], str]]:
+        """``(source partition, job name)`` for each of this connector's partitions a bulk job holds.
+
+        A job submitted with ``"connector": <this connector>`` (``POST /jobs``, or
+        :meth:`submit_job`) holds the source partitions it writes from when it is accepted until
+        it has handed them back (it succeeded, or was cancelled and handed over what it
+        copied); a failed job keeps them until it is deleted or succeeds on a rerun. A connector
+        whose ``task_configs`` leaves these partitions out, and whose
+        :meth:`~mirrorline.api.connector.SourceConnector.task_partitions` says which partitions
+        a task reads, can hand partitions to jobs while it runs. The runtime asks for new task
+        configs (``task_configs``) whenever this list changes.
+        """
+        return []
+
+    async def submit_job(self, name: str, config: Mapping[str, str]) -> None:
+        """Submit a bulk job bound to this connector, as ``POST /jobs`` with ``"connector": <this connector>``.
+
+        ``config`` holds ``job.class`` and the job's settings. Raises
+        :class:`~mirrorline.api.errors.AlreadyExistsError` when a job of that name exists, and
+        ConfigError/BadRequestError for bad settings or partitions another job holds. Returns
+        once the job is recorded; it then runs on a worker the cluster picks.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot submit jobs")
+
+    def job_status(self, name: str) -> dict[str, Any] | None:
+        """A job's status as ``GET /jobs/{name}`` shows it (None when there is no such job)."""
+        return None
+
+    async def remove_job(self, name: str) -> None:
+        """Remove a finished job (as ``DELETE /jobs/{name}``); a running one is cancelled first."""
+        raise NotImplementedError(f"{type(self).__name__} cannot remove jobs")
+
 
 class TransactionContext(ABC):
     """How a source task defines transaction boundaries itself (Connect's ``TransactionContext``).

@@ -12,7 +12,19 @@ A plugin's CLI command runs a job with
 (embedded ``local[*]`` unless ``spark.master`` says otherwise) on first use of
 :attr:`JobContext.spark`.
 
+A worker cluster runs jobs too (``POST /jobs`` with ``{"name", "config": {"job.class", ...}}``):
+the runtime turns the submitted config into the job's settings with :meth:`Job.prepare` (which
+may take them from a connector the job names: ``"connector": "my-mirror"``), asks
+:meth:`Job.partitions` which source partitions the job will write (no two jobs write the same
+ones at once, and the named connector's tasks leave them alone meanwhile), and runs the job on
+one worker, in a process of its own (a Spark driver each). If that worker dies, another runs
+the job again: a job is written so that a rerun resumes (the backfill resumes exactly).
+
 API addition (jobs): new in this version; nothing else in the contract changed for it.
+API addition (jobs in the worker cluster): :class:`JobSettings`, :class:`ConnectorRef`,
+:meth:`Job.prepare`, :meth:`Job.partitions`, :attr:`Job.connector_classes`,
+:attr:`JobContext.job_name`, :attr:`JobContext.partitions`; all have defaults, so jobs
+written before them keep working (and cannot name a connector).
 """
 
 from __future__ import annotations
@@ -26,6 +38,7 @@ from typing import Any
 
 from mirrorline.api.clients import KafkaClients
 from mirrorline.api.config import Config, ConfigDef
+from mirrorline.api.errors import ConfigError
 
 
 class Progress(ABC):
@@ -87,8 +100,31 @@ class WriteResult:
     bytes: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ConnectorRef:
+    """The connector a job submitted to a worker cluster names (``"connector": ...``): its name and config."""
+
+    name: str
+    #: The connector's settings as stored (config-provider references resolved).
+    config: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """A job's settings ready to run, and the Java-style client settings of each cluster it reaches."""
+
+    settings: dict[str, str]
+    client_settings: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
 class JobContext(ABC):
     """What a running job may use: its parsed config, Spark, progress, a logger, client settings, offsets."""
+
+    #: The job's name in the worker cluster (None when a command runs it).
+    job_name: str | None = None
+    #: The source partitions the worker cluster recorded this job as writing (:meth:`Job.partitions`,
+    #: fixed when the job was accepted); None when a command runs it. A job restricts itself to them.
+    partitions: Sequence[Mapping[str, Any]] | None = None
 
     #: The job's settings parsed with its ``config_def``.
     config: Config
@@ -133,13 +169,14 @@ class JobContext(ABC):
 
     @abstractmethod
     def write_kafka(self, frame: Any, cluster: str, targets: Mapping[tuple[str, int], PartitionTarget],
-                    sync_every: int) -> WriteResult:
+                    sync_every: int, max_records_per_second: float = 0.0) -> WriteResult:
         """Write ``frame`` (as :meth:`read_kafka` returns it, unshuffled) to ``cluster``; blocking.
 
         Each record keeps its partition, key, value, headers and timestamp, in order. The
         caller must own each target partition during the write; records the target already holds
-        past ``base`` are skipped (a retried task or a resumed job adds no duplicates). Raises
-        ConnectError with the first line of a failed task.
+        past ``base`` are skipped (a retried task or a resumed job adds no duplicates).
+        ``max_records_per_second`` (> 0) caps each Spark task's rate (API addition, default
+        none). Raises ConnectError with the first line of a failed task.
         """
 
     @abstractmethod
@@ -158,7 +195,11 @@ class JobContext(ABC):
     @abstractmethod
     def source_offsets(self, worker_settings: Mapping[str, str]) -> AbstractAsyncContextManager[SourceOffsets]:
         """The offset store of the worker cluster ``worker_settings`` describes (``offset.storage.topic``
-        and how to reach it), opened for the ``async with`` block."""
+        and how to reach it), opened for the ``async with`` block.
+
+        Empty ``worker_settings`` mean the worker cluster running the job (its offset store, in
+        either mode); a command given empty settings raises ConfigError.
+        """
 
 
 class Job(ABC):
@@ -170,10 +211,36 @@ class Job(ABC):
     description: str = ""
     #: Every setting the job takes, declared once (validation, documentation).
     config_def: ConfigDef = ConfigDef()
+    #: Connector classes (names or aliases) a job submitted to a worker cluster may take its
+    #: settings from (``"connector": <name>``); empty: the job names no connector.
+    connector_classes: tuple[str, ...] = ()
 
     def version(self) -> str:
         """The job's version, shown by ``mirrorline plugins``."""
         return "0.1.0"
+
+    def prepare(self, settings: Mapping[str, str], connector: ConnectorRef | None) -> JobSettings:
+        """The settings a worker cluster runs the job with, from the submitted ``settings``.
+
+        ``connector`` is the connector the submission names (its class is one of
+        :attr:`connector_classes`), whose settings (clusters, security, topics ...) the job may
+        take. Raise ConfigError naming the setting for bad input. The default passes the
+        settings through and takes no connector.
+        """
+        if connector is not None:
+            raise ConfigError(f"connector: job {self.name} does not take its settings from a connector")
+        return JobSettings(dict(settings))
+
+    async def partitions(self, prepared: JobSettings, clients: KafkaClients) -> list[dict[str, Any]]:
+        """The source partitions (as the bound connector keys its offsets) the job will write; may ask the clusters.
+
+        Called once, when a worker cluster accepts the job: another job writing any of them at
+        the same time is refused, and the job's connector leaves them to the job until it is
+        done (:meth:`~mirrorline.api.context.ConnectorContext.partitions_held_by_jobs`). Raise
+        ConnectError with one line when the clusters cannot say. The default: none (the job
+        writes no partition, e.g. a reconciliation).
+        """
+        return []
 
     @abstractmethod
     async def run(self, context: JobContext) -> dict[str, Any]:

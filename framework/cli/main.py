@@ -14,9 +14,9 @@ import traceback
 
 from mirrorline import __version__
 from mirrorline.clients import no_auto_create
-from mirrorline.cli import distributed, local_kafka, plugin_new, plugins, standalone
+from mirrorline.cli import distributed, jobs, local_kafka, plugin_new, plugins, standalone
 
-SUBCOMMANDS = [local_kafka, standalone, distributed, plugins, plugin_new]
+SUBCOMMANDS = [local_kafka, standalone, distributed, plugins, plugin_new, jobs]
 
 
 class UserError(Exception):

@@ -219,6 +219,35 @@ def ssl_context(props: Mapping[str, Any]) -> ssl.SSLContext:
     return context
 
 
+def trust_pem(props: Mapping[str, Any]) -> str | None:
+    """The certificates a client trusts, read from its trust store (JKS, PKCS12 or PEM), as one PEM text.
+
+    None when the settings name no trust store (the system's CAs apply). For clients that read
+    PEM only (librdkafka in Spark tasks); ConfigError naming the setting, as for :func:`ssl_context`.
+    """
+    props = {key: _plain(value) for key, value in props.items()}
+    certificates = _trusted_certificates(props)
+    if certificates is None:
+        return None
+    return "".join(cert.public_bytes(serialization.Encoding.PEM).decode() for cert in certificates)
+
+
+def identity_pem(props: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(certificate chain PEM, private key PEM)`` from a client's key store (JKS, PKCS12 or PEM); None without one.
+
+    The key comes out decrypted (it stays in the process and the job's tasks, as the store's
+    password does in the client settings). ConfigError naming the setting, as for :func:`ssl_context`.
+    """
+    props = {key: _plain(value) for key, value in props.items()}
+    found = _identity(props)
+    if found is None:
+        return None
+    key, chain = found
+    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption()).decode()
+    return "".join(cert.public_bytes(serialization.Encoding.PEM).decode() for cert in chain), key_pem
+
+
 _TLS_VERSIONS = {"TLSV1.2": ssl.TLSVersion.TLSv1_2, "TLSV1.3": ssl.TLSVersion.TLSv1_3,
                  "TLSV1.1": ssl.TLSVersion.TLSv1_1, "TLSV1": ssl.TLSVersion.TLSv1}
 

@@ -23,7 +23,7 @@ from aiohttp import web
 
 from mirrorline.api.errors import ConnectError
 from mirrorline.api.rest_extension import RestExtension
-from mirrorline.rest import routes_admin, routes_connectors, routes_plugins, routes_ui, routes_worker
+from mirrorline.rest import routes_admin, routes_connectors, routes_jobs, routes_plugins, routes_ui, routes_worker
 from mirrorline.rest.auth import RestAuth
 from mirrorline.rest.common import HERDER, LOGGERS, WORKER_ID, error_response
 from mirrorline.rest.extensions import installed_extensions, mount_extensions
@@ -93,7 +93,7 @@ def create_app(herder: Herder, *, worker_id: str | None = None,
     app[HERDER] = herder
     app[LOGGERS] = Loggers()
     app[WORKER_ID] = worker_id
-    for module in (routes_worker, routes_connectors, routes_plugins, routes_admin, routes_ui):
+    for module in (routes_worker, routes_connectors, routes_plugins, routes_jobs, routes_admin, routes_ui):
         app.add_routes(module.routes)
     if extra_routes is not None:
         app.add_routes(extra_routes)

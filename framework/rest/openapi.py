@@ -130,6 +130,26 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "LoggerLevel": {"type": "object", "properties": {"level": {"type": "string"},
                                                      "last_modified": {"type": "integer", "nullable": True}}},
     "LoggerLevelRequest": {"type": "object", "required": ["level"], "properties": {"level": {"type": "string"}}},
+    "CreateJobRequest": {
+        "type": "object", "required": ["name", "config"],
+        "properties": {"name": CONNECTOR_NAME, "connector": {"type": "string", "nullable": True},
+                       "config": {**_CONFIG_INPUT, "required": ["job.class"],
+                                  "properties": {"job.class": {"type": "string", "minLength": 1},
+                                                 "connector": {"type": "string"}}}}},
+    "JobInfo": {"type": "object", "properties": {
+        "name": {"type": "string"}, "job.class": {"type": "string"}, "connector": {"type": "string", "nullable": True},
+        "config": _ref("ConfigMap"),
+        "state": {"type": "string", "enum": ["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"]},
+        "cancel_requested": {"type": "boolean"}, "worker_id": {"type": "string", "nullable": True},
+        "attempt": {"type": "integer"}, "progress": {**_ANY_MAP, "nullable": True},
+        "records_per_second": {"type": "number", "nullable": True},
+        "eta_seconds": {"type": "number", "nullable": True}, "spark_ui": {"type": "string", "nullable": True},
+        "result": {"nullable": True}, "trace": {"type": "string"}, "waiting": {"type": "string", "nullable": True},
+        "partitions": {"type": "array", "items": {"type": "string"}}, "holds_partitions": {"type": "boolean"}}},
+    "JobPluginInfo": {"type": "object", "properties": {
+        "class": {"type": "string"}, "name": {"type": "string"}, "type": {"type": "string"},
+        "version": {"type": "string", "nullable": True}, "description": {"type": "string"},
+        "connector_classes": {"type": "array", "items": {"type": "string"}}}},
 }
 """Connect's entity shapes (``docs/rest-api.md``)."""
 
@@ -202,6 +222,21 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "Validate a config", {**_ok(200, "ConfigInfos (errors in the body)", _ref("ConfigInfos")),
                               **_errors(400, 404)},
         body=_ref("ConfigPatch")),
+    ("GET", "/job-plugins"): _op("Installed job classes (beyond Connect)",
+                                 _ok(200, "Job classes", {"type": "array", "items": _ref("JobPluginInfo")})),
+    ("GET", "/jobs"): _op(
+        "List jobs (beyond Connect)", _ok(200, "Names, or {name: {status}} with ?expand=status",
+                                          {"oneOf": [{"type": "array", "items": {"type": "string"}},
+                                                     {"type": "object"}]}),
+        query=[{"name": "expand", "in": "query", "required": False, "schema": {"type": "string", "enum": ["status"]}}]),
+    ("POST", "/jobs"): _op("Submit a bulk job (backfill, reconcile) to the worker cluster",
+                           {**_ok(201, "Accepted (Location header)", _ref("JobInfo")), **_errors(400, 409)},
+                           body=_ref("CreateJobRequest")),
+    ("GET", "/jobs/{job}"): _op("A job's state, progress, Spark UI and result",
+                                {**_ok(200, "JobInfo", _ref("JobInfo")), **_errors(404)}),
+    ("DELETE", "/jobs/{job}"): _op("Cancel a job that has not finished (202), or remove a finished one (200)",
+                                   {**_ok(200, "Removed: its info and result", _ref("JobInfo")),
+                                    **_ok(202, "Cancel requested", _ref("JobInfo")), **_errors(404)}),
     ("GET", "/admin/loggers"): _op("Loggers with a level set, plus root",
                                    _ok(200, "{logger: LoggerLevel}",
                                        {"type": "object", "additionalProperties": _ref("LoggerLevel")})),

@@ -31,6 +31,7 @@ from mirrorline.plugins import PluginRegistry, full_name
 from mirrorline.runtime.connector_config import CONNECTOR_CONFIG_DEF
 from mirrorline.runtime import sink_offsets
 from mirrorline.runtime.herder import Herder
+from mirrorline.runtime.jobs.manager import ConnectorJobs, JobManager
 from mirrorline.runtime.converters import validate_converters
 from mirrorline.runtime.exactly_once import add_exactly_once_errors, worker_support
 from mirrorline.runtime.sink_config import add_topic_errors, connector_config_def
@@ -105,6 +106,9 @@ class AbstractHerder(Herder):
         self.worker = Worker(worker_id, self.worker_config, self.plugins, self.offset_store, self.status_store,
                              on_reconfigure=self._on_reconfigure_request, on_connector_error=self._on_connector_error,
                              on_failure=self.supervisor.failed, on_topic=self._record_topic)
+        #: The bulk jobs of this worker cluster (``POST /jobs``), and the ones running here.
+        self.job_manager = JobManager(self)
+        self.worker.job_access = ConnectorJobs(self)
 
     def _on_connector_error(self, name: str, error: BaseException) -> None:
         self._schedule_change(lambda: self.worker.fail_connector(name, error, "reported a fatal error"))
@@ -279,6 +283,9 @@ class AbstractHerder(Herder):
             connector["warnings"] = list(warnings)
         tasks = [self._task_info(name, i, s) for i, s in self._task_statuses(name).items()]
         status = {"name": name, "connector": connector, "tasks": tasks, "type": self._connector_type(config)}
+        held = self.job_manager.connector_jobs(name)
+        if held:  # beyond Connect: partitions a bulk job holds (its tasks do not read them meanwhile)
+            status["jobs"] = held
         return _scrubbed(status, self._secrets_of(name))
 
     async def task_status(self, name: str, task: int) -> dict[str, Any]:
@@ -421,6 +428,22 @@ class AbstractHerder(Herder):
         """BadRequestError listing every problem of a connector config (class unknown, values invalid)."""
         validate_or_raise(self.plugins, config, self.worker_config["topic.creation.enable"],
                           exactly_once=worker_support(self.worker_config))
+
+    # -- bulk jobs ----------------------------------------------------------------------------
+    async def job_plugins(self) -> list[dict[str, Any]]:
+        return self.job_manager.plugins()
+
+    async def jobs(self) -> list[str]:
+        return self.job_manager.names()
+
+    async def job_info(self, name: str) -> dict[str, Any]:
+        return self.job_manager.info(name)
+
+    async def create_job(self, name: str, config: dict[str, Any], *, origin: str = "rest") -> dict[str, Any]:
+        return await self.job_manager.create(name, config, origin=origin)
+
+    async def delete_job(self, name: str) -> tuple[int, dict[str, Any]]:
+        return await self.job_manager.delete(name)
 
 
 def validate_or_raise(plugins: PluginRegistry, config: dict[str, Any], topic_creation_enabled: bool = True, *,

@@ -63,10 +63,11 @@ class WorkerConnectorContext(OwnedBackground, ConnectorContext):
 
     def __init__(self, name: str, offsets: OffsetReader, on_reconfigure: Callable[[str], None],
                  on_error: Callable[[str, BaseException], None], on_warning: Callable[[str, str], None],
-                 clients: KafkaClients = KAFKA_CLIENTS):
+                 clients: KafkaClients = KAFKA_CLIENTS, jobs: Any = None):
         self.name = name
         self.offsets = offsets
         self.clients = clients
+        self._jobs = jobs
         self._init_background(f"connector {name}", lambda exc: on_error(name, exc))
         self._on_reconfigure = on_reconfigure
         self._on_error = on_error
@@ -80,6 +81,22 @@ class WorkerConnectorContext(OwnedBackground, ConnectorContext):
 
     def raise_error(self, error: BaseException) -> None:
         self._on_error(self.name, error)
+
+    def partitions_held_by_jobs(self) -> list[tuple[dict[str, Any], str]]:
+        return self._jobs.held(self.name) if self._jobs is not None else []
+
+    async def submit_job(self, name: str, config: Mapping[str, str]) -> None:
+        if self._jobs is None:
+            raise ConnectError("this worker runs no jobs")
+        await self._jobs.submit(self.name, name, config)
+
+    def job_status(self, name: str) -> dict[str, Any] | None:
+        return self._jobs.info(name) if self._jobs is not None else None
+
+    async def remove_job(self, name: str) -> None:
+        if self._jobs is None:
+            raise ConnectError("this worker runs no jobs")
+        await self._jobs.remove(name)
 
 
 class WorkerSourceTaskContext(OwnedBackground, SourceTaskContext):

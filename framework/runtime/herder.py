@@ -31,7 +31,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
-from mirrorline.api.errors import BadRequestError, ConnectError
+from mirrorline.api.errors import BadRequestError, ConnectError, NotFoundError
 
 
 class RequestElsewhereError(ConnectError):
@@ -187,3 +187,24 @@ class Herder(ABC):
 
         BadRequestError when ``config`` names a ``connector.class`` that is not ``plugin``.
         """
+
+    # -- bulk jobs (beyond Connect; herders that run none keep these defaults) ---------------
+    async def job_plugins(self) -> list[dict[str, Any]]:
+        """The installed job classes: ``{"class", "name", "type": "job", "version", "description", ...}``."""
+        return []
+
+    async def jobs(self) -> list[str]:
+        """Names of all jobs, sorted."""
+        return []
+
+    async def job_info(self, name: str) -> dict[str, Any]:
+        """A job's config, state, progress, rate, ETA, Spark UI, result and ``worker_id``; NotFoundError."""
+        raise NotFoundError(f"Job {name} not found")
+
+    async def create_job(self, name: str, config: dict[str, Any]) -> dict[str, Any]:
+        """Accept a job (``{"job.class", "connector"?, ...}``); its info. 4xx naming the field for bad input."""
+        raise BadRequestError("this worker runs no jobs")
+
+    async def delete_job(self, name: str) -> tuple[int, dict[str, Any]]:
+        """Cancel a job that has not finished (202) or remove a finished one (200, with its result)."""
+        raise NotFoundError(f"Job {name} not found")

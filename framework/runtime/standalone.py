@@ -57,10 +57,17 @@ class StandaloneHerder(AbstractHerder):
             log.warning("exactly.once.source.support=%s is ignored: standalone workers write source records "
                         "at-least-once (exactly-once needs distributed workers or mirrorline mm2), and refuse "
                         "connectors with exactly.once.support=required", support)
+        self.job_manager.on_jobs_changed = self._jobs_changed
+        self.job_manager.attach()
         self._started = True
 
+    def _jobs_changed(self) -> None:
+        """A job was added or removed: this one worker runs every job that has not finished."""
+        self._schedule_change(lambda: self.job_manager.run_here(self.job_manager.runnable()))
+
     async def stop(self) -> None:
-        """Stop every task and connector, storing their offsets, then the stores."""
+        """Stop every job, task and connector (tasks store their offsets), then the stores."""
+        await self.job_manager.close()
         await self.supervisor.close()
         await self._background.close()
         async with self._lock:

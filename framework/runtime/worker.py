@@ -14,6 +14,8 @@ call into plugin code that starts or stops something is bounded by a timeout
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import traceback
 from collections.abc import Awaitable, Callable, Iterable
@@ -61,6 +63,12 @@ def _as_setting(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def task_config_digest(task_config: dict[str, Any]) -> str:
+    """A short digest of a task config as stored (before config providers resolve it): equal configs, equal digests."""
+    text = json.dumps({str(k): str(v) for k, v in task_config.items()}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
 def _trace(exc: BaseException) -> str:
     return "".join(traceback.format_exception(exc))
 
@@ -85,6 +93,10 @@ class Worker:
         self.connectors: dict[str, RunningConnector] = {}
         self.tasks: dict[ConnectorTaskId, TaskRunner] = {}
         self._stopping: dict[ConnectorTaskId, asyncio.Task] = {}
+        #: What connectors' contexts may ask of bulk jobs (set by the herder; None: no jobs here).
+        self.job_access: Any = None
+        #: task -> digest of the (stored) task config its instance here was started with (statuses carry it)
+        self._task_digests: dict[ConnectorTaskId, str] = {}
         #: connector -> its secret values, so failure messages never log them
         self._secrets: dict[str, list[str]] = {}
         #: The group generation written with every status (distributed mode; 0 otherwise).
@@ -110,9 +122,10 @@ class Worker:
         await self.status_store.put_connector(name, Status(state, self.worker_id, trace, self.generation))
 
     async def set_task_state(self, task_id: ConnectorTaskId, state: State, trace: str | None = None) -> None:
-        """Record a task's state under this worker's id."""
+        """Record a task's state under this worker's id, with the digest of the config the instance runs."""
         await self.status_store.put_task(task_id.connector, task_id.task,
-                                         Status(state, self.worker_id, trace, self.generation))
+                                         Status(state, self.worker_id, trace, self.generation,
+                                                self._task_digests.get(task_id)))
 
     @property
     def exactly_once(self) -> Callable[[ConnectorTaskId, Config, OffsetStore], ExactlyOnceSettings] | None:
@@ -202,7 +215,7 @@ class Worker:
                 await self.offset_store_for(name, config)
             connector.initialize(WorkerConnectorContext(
                 name, StoreOffsetReader(store, name), self._on_reconfigure, self._on_connector_error,
-                self._warn))
+                self._warn, jobs=self.job_access))
             await bounded(connector.start(config), self.start_timeout_s, f"Connector {name}: start()")
         except Exception as exc:
             if connector is not None:  # release what a half-done start() opened
@@ -271,6 +284,7 @@ class Worker:
             await asyncio.wait({previous})
         if task_id in self.tasks:
             await self.stop_task(task_id)
+        self._task_digests[task_id] = task_config_digest(task_config)
         running = self.connectors.get(task_id.connector)
         try:
             task_config = await self._resolve(task_id.connector, task_config, remember=False)

@@ -6,10 +6,13 @@ Python time only on handing records over (aiokafka would build every batch in Py
 task's one core). The cost is this translation: librdkafka reads PEM files, not Java key stores.
 
 Covered: ``bootstrap.servers``, ``security.protocol``, ``sasl.mechanism`` with the username and
-password of a PLAIN/SCRAM ``sasl.jaas.config``, TLS with PEM trust/key stores (files or inline
-``ssl.truststore.certificates`` / ``ssl.keystore.certificate.chain`` / ``ssl.keystore.key``) or a
-PKCS12 key store, ``ssl.endpoint.identification.algorithm``, and the producer tuning settings
-both clients share. A JKS store is a ConfigError saying to convert it.
+password of a PLAIN/SCRAM ``sasl.jaas.config``, TLS with trust and key stores of every type the
+project's other clients read — PEM files or inline PEM (``ssl.truststore.certificates`` /
+``ssl.keystore.certificate.chain`` / ``ssl.keystore.key``) are passed as they are; JKS and
+PKCS12 stores are read here (with :mod:`mirrorline.clients.kafka_clients`, so the same password
+rules and one-line errors apply) and handed to librdkafka as inline PEM (``ssl.ca.pem``,
+``ssl.certificate.pem``, ``ssl.key.pem``) — plus ``ssl.endpoint.identification.algorithm`` and
+the producer tuning settings both clients share.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 
 from mirrorline.api.errors import ConfigError
 from mirrorline.clients.jaas import single_login_module
+from mirrorline.clients.kafka_clients import identity_pem, trust_pem
 
 #: Settings librdkafka takes under the same name and meaning as Kafka's Java producer.
 SAME_NAME = frozenset({
@@ -68,26 +72,21 @@ def librdkafka_settings(props: Mapping[str, Any]) -> dict[str, str]:
         trust = props.get("ssl.truststore.location")
         if props.get("ssl.truststore.certificates"):
             out["ssl.ca.pem"] = str(props["ssl.truststore.certificates"])
-        elif trust:
-            if not _is_pem(props, "ssl.truststore.type", trust):
-                raise ConfigError(f"ssl.truststore.location {trust}: the backfill writer (librdkafka) reads PEM "
-                                  f"trust stores only; convert it (keytool -exportcert -rfc) and set "
-                                  f"ssl.truststore.type=PEM")
+        elif trust and _is_pem(props, "ssl.truststore.type", trust):
             out["ssl.ca.location"] = str(trust)
+        elif trust or props.get("ssl.cafile"):  # JKS or PKCS12: read here, handed over as PEM
+            out["ssl.ca.pem"] = str(trust_pem(props))
         key_store = props.get("ssl.keystore.location")
         if props.get("ssl.keystore.certificate.chain"):
             out["ssl.certificate.pem"] = str(props["ssl.keystore.certificate.chain"])
             out["ssl.key.pem"] = str(props.get("ssl.keystore.key", ""))
-        elif key_store:
-            kind = str(props.get("ssl.keystore.type", "")).strip().upper()
-            if _is_pem(props, "ssl.keystore.type", key_store):
-                out["ssl.certificate.location"] = out["ssl.key.location"] = str(key_store)
-            elif kind in ("PKCS12", "P12"):
-                out["ssl.keystore.location"] = str(key_store)
-                out["ssl.keystore.password"] = str(props.get("ssl.keystore.password", ""))
-            else:
-                raise ConfigError(f"ssl.keystore.location {key_store}: the backfill writer (librdkafka) reads "
-                                  f"PEM or PKCS12 key stores only; convert it (keytool -importkeystore "
-                                  f"-deststoretype PKCS12)")
+        elif key_store and _is_pem(props, "ssl.keystore.type", key_store):
+            out["ssl.certificate.location"] = out["ssl.key.location"] = str(key_store)
+        elif key_store:  # JKS or PKCS12 (whatever the declared type, as Java reads both)
+            found = identity_pem(props)
+            if found is None:
+                raise ConfigError(f"ssl.keystore.location: {key_store} holds no private key")
+            out["ssl.certificate.pem"], out["ssl.key.pem"] = found
+            out.pop("ssl.key.password", None)  # the key is handed over decrypted
     out.update(FIXED)
     return out

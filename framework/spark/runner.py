@@ -62,11 +62,36 @@ class _StoreOffsets(SourceOffsets):
         await self._store.put(connector, list(offsets))
 
 
+class JobHost:
+    """What the process running a job offers it beyond a command's run: set by a worker cluster's job process.
+
+    The defaults are a command's: progress on the terminal or in the log, the Spark UI printed,
+    no offset store of its own (a job must name one).
+    """
+
+    #: The job's name in the worker cluster.
+    job_name: str | None = None
+    #: The source partitions the worker cluster recorded the job as writing.
+    partitions: list[dict[str, Any]] | None = None
+
+    def progress(self, inner: Progress, total: int, unit: str, description: str) -> Progress:
+        """The progress display the job gets (``inner`` is the terminal/log one)."""
+        return inner
+
+    def spark_ui(self, url: str) -> None:
+        """The Spark UI's address, once the session runs."""
+        print(f"Spark UI: {url}", file=sys.stderr, flush=True)
+
+    def worker_offsets(self) -> contextlib.AbstractAsyncContextManager[SourceOffsets] | None:
+        """The offset store of the worker cluster running the job (None: there is none)."""
+        return None
+
+
 class SparkJobContext(JobContext):
     """A job's view of the runtime: lazy SparkSession, progress, logger, client settings, offset stores."""
 
     def __init__(self, job: Job, settings: Mapping[str, str], client_settings: Mapping[str, Mapping[str, str]],
-                 clients: KafkaClients, config_providers: list[type] | None = None):
+                 clients: KafkaClients, config_providers: list[type] | None = None, host: JobHost | None = None):
         self.config = job.config_def.parse(settings)
         self.settings = dict(settings)
         self.logger = logging.getLogger(f"mirrorline.job.{job.name}")
@@ -75,6 +100,9 @@ class SparkJobContext(JobContext):
         self._config_providers = config_providers or []
         self._session = None
         self._lock = threading.Lock()
+        self.host = host or JobHost()
+        self.job_name = self.host.job_name
+        self.partitions = self.host.partitions
 
     @property
     def spark(self):
@@ -85,8 +113,15 @@ class SparkJobContext(JobContext):
                 self._session = spark_session(self.settings)
                 url = ui_url(self._session)
                 if url:
-                    print(f"Spark UI: {url}", file=sys.stderr, flush=True)
+                    self.host.spark_ui(url)
             return self._session
+
+    def cancel_spark(self) -> None:
+        """Cancel every Spark job this context started (blocking, quick); the calls waiting on them raise."""
+        with self._lock:
+            session = self._session
+        if session is not None:
+            session.sparkContext.cancelAllJobs()
 
     def check_spark(self) -> None:
         from mirrorline.spark.session import DEFAULT_MASTER, check_java, check_master, import_pyspark
@@ -105,20 +140,20 @@ class SparkJobContext(JobContext):
 
         return read_ranges(self.spark, kafka_options(self.client_settings(cluster)), ranges)
 
-    def write_kafka(self, frame, cluster, targets, sync_every):
+    def write_kafka(self, frame, cluster, targets, sync_every, max_records_per_second=0.0):
         from mirrorline.spark.producer_settings import librdkafka_settings
         from mirrorline.spark.writer import write_ranges
 
         settings = librdkafka_settings(self.client_settings(cluster))
         try:
-            return write_ranges(frame, settings, targets, sync_every)
+            return write_ranges(frame, settings, targets, sync_every, max_records_per_second)
         except Exception as exc:
             if isinstance(exc, ConnectError):
                 raise
             raise ConnectError(f"writing to {cluster} failed: {first_line(exc)}") from None
 
     def progress(self, total: int, unit: str = "records", description: str = "") -> Progress:
-        return make_progress(total, unit, description, self.logger)
+        return self.host.progress(make_progress(total, unit, description, self.logger), total, unit, description)
 
     async def run_spark(self, work, description):
         group = f"mirrorline-{uuid.uuid4().hex[:12]}"
@@ -153,6 +188,13 @@ class SparkJobContext(JobContext):
         from mirrorline.runtime.config_providers import resolve_worker_settings
         from mirrorline.storage.kafka_offsets import KafkaOffsetStore
 
+        if not worker_settings:
+            own = self.host.worker_offsets()
+            if own is None:
+                raise ConfigError("the job names no offset store (worker settings) and no worker cluster runs it")
+            async with own as offsets:
+                yield offsets
+            return
         raw = await asyncio.to_thread(resolve_worker_settings, dict(worker_settings), self._config_providers)
         store = KafkaOffsetStore.from_config({k: str(v) for k, v in raw.items()})
         await store.start()
@@ -172,10 +214,14 @@ class SparkJobContext(JobContext):
 class JobRunner:
     """Runs a registered job by name with settings; one SparkSession per run."""
 
-    def __init__(self, jobs: Mapping[str, type[Job]], clients: KafkaClients, config_providers: list[type] | None = None):
+    def __init__(self, jobs: Mapping[str, type[Job]], clients: KafkaClients, config_providers: list[type] | None = None,
+                 host: JobHost | None = None):
         self.jobs = dict(jobs)
         self.clients = clients
         self.config_providers = config_providers or []
+        self.host = host
+        #: The context of the job running now (None before and after), for cancellation.
+        self.context: SparkJobContext | None = None
 
     async def run(self, name: str, settings: Mapping[str, str],
                   client_settings: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
@@ -185,10 +231,12 @@ class JobRunner:
         if name not in self.jobs:
             raise NotFoundError(f"no job named {name!r} is installed; installed jobs: {', '.join(self.jobs) or 'none'}")
         job = self.jobs[name]()
-        context = SparkJobContext(job, settings, client_settings or {}, self.clients, self.config_providers)
+        context = SparkJobContext(job, settings, client_settings or {}, self.clients, self.config_providers, self.host)
+        self.context = context
         try:
             return await job.run(context)
         finally:
+            self.context = None
             await asyncio.to_thread(context.stop_spark)
 
 

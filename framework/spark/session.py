@@ -46,6 +46,10 @@ DEFAULTS = {
     # a job's Kafka reads are planned per partition; Spark's own cache of consumers is not needed
     "spark.sql.shuffle.partitions": "8",
     "spark.ui.showConsoleProgress": "false",
+    # the backfill writer reads its input in Arrow batches of this many records: smaller than Spark's
+    # 10,000, so a cancelled job's writers stop within a couple of thousand records (they notice the
+    # cancellation only when they ask for the next batch); the cost per batch is negligible at this size
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "2000",
 }
 
 

@@ -37,10 +37,12 @@ FLUSH_TIMEOUT_S = 300.0
 
 
 def write_ranges(frame: DataFrame, producer_settings: Mapping[str, str],
-                 targets: Mapping[tuple[str, int], PartitionTarget], sync_every: int) -> WriteResult:
+                 targets: Mapping[tuple[str, int], PartitionTarget], sync_every: int,
+                 max_records_per_second: float = 0.0) -> WriteResult:
     """Write ``frame`` (columns of :func:`~mirrorline.spark.kafka.read_ranges`) to the targets; blocking.
 
-    Raises the Spark error of a failed task (after Spark's retries) with its first line.
+    ``max_records_per_second`` (> 0) caps each Spark task's writing rate, to spare the target
+    cluster. Raises the Spark error of a failed task (after Spark's retries) with its first line.
     """
     from pyspark.sql import functions as F
 
@@ -48,8 +50,10 @@ def write_ranges(frame: DataFrame, producer_settings: Mapping[str, str],
     plan = {f"{t}\x00{p}": (target.remote_topic, target.base) for (t, p), target in targets.items()}
     every = max(1, int(sync_every))
 
+    limit = float(max_records_per_second or 0.0)
+
     def run(batches: Iterator[pyarrow.RecordBatch]) -> Iterator[pyarrow.RecordBatch]:
-        return _write_task(batches, settings, plan, every)
+        return _write_task(batches, settings, plan, every, limit)
 
     projected = frame.select("topic", "partition", "offset", "key", "value", "headers",
                              F.unix_millis("timestamp").alias("ts"))
@@ -97,11 +101,14 @@ class _Partition:
 
 
 def _write_task(batches: Iterator[pyarrow.RecordBatch], settings: dict[str, str],
-                plan: dict[str, tuple[str, int]], every: int) -> Iterator[pyarrow.RecordBatch]:
+                plan: dict[str, tuple[str, int]], every: int, limit: float = 0.0) -> Iterator[pyarrow.RecordBatch]:
     """The body of one Spark task: produce its records, yield the sync and done rows."""
+    import time
+
     import pyarrow as pa
     from confluent_kafka import Consumer, Producer, TopicPartition
 
+    started, produced = time.monotonic(), 0
     errors: list[str] = []
 
     def delivered(err: Any, _msg: Any) -> None:
@@ -143,6 +150,11 @@ def _write_task(batches: Iterator[pyarrow.RecordBatch], settings: dict[str, str]
                 state.written += 1
                 state.bytes += (len(key) if key else 0) + (len(value) if value else 0) + (
                     sum(len(h[0]) + len(h[1] or b"") for h in record_headers) if record_headers else 0)
+                produced += 1
+                if limit and produced % 100 == 0:  # the rate cap: wait until the time these records deserve
+                    ahead = produced / limit - (time.monotonic() - started)
+                    if ahead > 0:
+                        producer.poll(ahead)
             producer.poll(0)
             if errors:
                 raise RuntimeError(f"writing to the target failed: {errors[0]}")

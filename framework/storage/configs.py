@@ -10,6 +10,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from enum import Enum
 
+from mirrorline.storage.jobs import JobConfigs
+
 
 class TargetState(str, Enum):
     """The state a user asked a connector to be in."""
@@ -61,6 +63,8 @@ class MemoryConfigStore(ConfigStore):
     """Configs in dicts (standalone mode: connector configs come from files or REST each run)."""
 
     def __init__(self) -> None:
+        #: Bulk jobs' configs and target states.
+        self.jobs = JobConfigs()
         self._configs: dict[str, dict[str, str]] = {}
         self._tasks: dict[str, list[dict[str, str]]] = {}
         self._states: dict[str, TargetState] = {}

@@ -29,6 +29,9 @@ and is compacted. Records, string keys and schemaless JSON values, as Java Conne
   of it. Only requests read after ``start()`` are acted on (as Connect: an old request left in
   the compacted topic is not carried out again by a worker that starts later).
 
+- ``mirrorline-job-*``: bulk jobs' configs and target states, read and written by the
+  :attr:`KafkaConfigStore.jobs` section (:mod:`mirrorline.storage.kafka_jobs`); Java workers skip them.
+
 Other record types (``logger-cluster-*``) are skipped. Records that cannot be parsed are logged and skipped.
 
 ``put_*`` and ``remove_connector`` write, then read the topic to its end, so the change is
@@ -60,6 +63,8 @@ from typing import Any
 from aiokafka import ConsumerRecord
 
 from mirrorline.storage.configs import ConfigStore, TargetState
+from mirrorline.storage.jobs import JOB_KEY_PREFIX
+from mirrorline.storage.kafka_jobs import KafkaJobConfigs
 from mirrorline.storage.kafka_log import KafkaBasedLog, LogBackedStore, storage_settings
 
 log = logging.getLogger(__name__)
@@ -129,6 +134,8 @@ class KafkaConfigStore(LogBackedStore, ConfigStore):
         self._previous_session_key: SessionKey | None = None
         self._offset = -1
         self._started = False
+        #: The section holding bulk jobs' configs (``mirrorline-job-*`` records).
+        self.jobs = KafkaJobConfigs(self)
         self.log = KafkaBasedLog(topic, client_props, self._on_record, partitions=1,
                                  replication_factor=replication_factor, topic_config=topic_config)
 
@@ -265,6 +272,8 @@ class KafkaConfigStore(LogBackedStore, ConfigStore):
             self._on_session_key(value)
         elif key.startswith(RESTART_PREFIX):
             self._on_restart_request(key[len(RESTART_PREFIX):], value)
+        elif key.startswith(JOB_KEY_PREFIX):
+            self.jobs.on_record(key, value)
         else:
             log.debug("config topic %s: skipping record %r", record.topic, key)
 

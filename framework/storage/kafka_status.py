@@ -3,6 +3,10 @@
 Records (string keys, schemaless JSON values, as Java Connect writes them):
 ``status-connector-<name>`` and ``status-task-<name>-<n>`` ->
 ``{"state": s, "trace": s|null, "worker_id": s, "generation": n}``; null removes the status.
+``mirrorline-job-status-<name>`` records hold bulk jobs' states, read and written by the
+:attr:`KafkaStatusStore.jobs` section (:mod:`mirrorline.storage.kafka_jobs`). A task status may
+carry ``config_digest`` (beyond Connect, ignored by Java workers): a digest of the task config
+the instance runs, so a worker can tell whether every instance runs its current config.
 Other keys (``status-topic-*`` active-topic records) are skipped, as are records that cannot be
 parsed or carry a state this framework does not know (both logged).
 
@@ -26,6 +30,8 @@ from typing import Any
 
 from aiokafka import ConsumerRecord
 
+from mirrorline.storage.jobs import JOB_STATUS_PREFIX
+from mirrorline.storage.kafka_jobs import KafkaJobStatuses
 from mirrorline.storage.kafka_log import KafkaBasedLog, LogBackedStore, storage_settings
 from mirrorline.storage.status import State, Status, StatusStore
 
@@ -39,9 +45,12 @@ TASK_PREFIX = "status-task-"
 
 
 def status_value(status: Status) -> bytes:
-    """The record value, fields in the order of Connect's status schema."""
-    return json.dumps({"state": status.state.value, "trace": status.trace, "worker_id": status.worker_id,
-                       "generation": status.generation}, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    """The record value, fields in the order of Connect's status schema (then ``config_digest`` if known)."""
+    value = {"state": status.state.value, "trace": status.trace, "worker_id": status.worker_id,
+             "generation": status.generation}
+    if status.config_digest is not None:
+        value["config_digest"] = status.config_digest
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 class KafkaStatusStore(LogBackedStore, StatusStore):
@@ -51,6 +60,8 @@ class KafkaStatusStore(LogBackedStore, StatusStore):
                  replication_factor: int = DEFAULT_REPLICATION_FACTOR, topic_config: Mapping[str, Any] | None = None):
         self._connectors: dict[str, Status] = {}
         self._tasks: dict[str, dict[int, Status]] = {}
+        #: The section holding bulk jobs' statuses (``mirrorline-job-status-*`` records).
+        self.jobs = KafkaJobStatuses(self)
         self.log = KafkaBasedLog(topic, client_props, self._on_record, partitions=partitions,
                                  replication_factor=replication_factor, topic_config=topic_config)
 
@@ -92,6 +103,9 @@ class KafkaStatusStore(LogBackedStore, StatusStore):
             log.error("status topic %s: skipping record at %d/%d that cannot be parsed: %s",
                       record.topic, record.partition, record.offset, exc)
             return
+        if key.startswith(JOB_STATUS_PREFIX):
+            self.jobs.on_record(key, value)
+            return
         if key.startswith(CONNECTOR_PREFIX):
             connector, task = key[len(CONNECTOR_PREFIX):], None
         elif key.startswith(TASK_PREFIX):
@@ -122,8 +136,10 @@ class KafkaStatusStore(LogBackedStore, StatusStore):
     @staticmethod
     def _parse(key: str, value: Any) -> Status | None:
         try:
+            digest = value.get("config_digest")
             return Status(state=State(value["state"]), worker_id=str(value["worker_id"]),
-                          trace=value.get("trace"), generation=int(value.get("generation") or 0))
+                          trace=value.get("trace"), generation=int(value.get("generation") or 0),
+                          config_digest=str(digest) if digest is not None else None)
         except (KeyError, TypeError, ValueError) as exc:
             log.error("status topic: skipping status %r that cannot be read (%r): %r", key, exc, value)
             return None

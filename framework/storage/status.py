@@ -10,6 +10,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from enum import Enum
 
+from mirrorline.storage.jobs import JobStatuses
+
 
 class State(str, Enum):
     """A connector's or task's state, named as Kafka Connect names them."""
@@ -30,6 +32,8 @@ class Status:
     worker_id: str
     trace: str | None = None
     generation: int = 0
+    #: Beyond Connect: a digest of the task config the instance runs (tasks only; None when unknown)
+    config_digest: str | None = None
 
     def info(self) -> dict:
         """Connect's JSON shape: ``{"state", "worker_id"[, "trace"]}`` (trace omitted when empty)."""
@@ -75,6 +79,8 @@ class MemoryStatusStore(StatusStore):
     def __init__(self) -> None:
         self._connectors: dict[str, Status] = {}
         self._tasks: dict[str, dict[int, Status]] = {}
+        #: Bulk jobs' statuses.
+        self.jobs = JobStatuses()
 
     async def put_connector(self, connector, status):
         self._connectors[connector] = status

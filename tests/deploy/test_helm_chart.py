@@ -227,3 +227,41 @@ def test_plain_manifests_are_what_the_chart_renders():
     result = subprocess.run([str(ROOT / "deploy" / "kubernetes" / "render"), "--check"], capture_output=True,
                             text=True, timeout=300, cwd=ROOT)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+
+
+def test_spark_values_point_jobs_at_a_standalone_master():
+    objects = render_values("distributed", "--set", "spark.master=spark://spark-master:7077",
+                            "--set", "spark.conf.spark\\.executor\\.memory=2g", "--set", "spark.conf.cores\\.max=4")
+    validate_all(objects)
+    kinds = by_kind(objects)
+    worker = parse_properties(kinds["ConfigMap"]["data"]["worker.properties"])
+    assert worker["spark.master"] == "spark://spark-master:7077"
+    assert worker["spark.executor.memory"] == "2g" and worker["spark.cores.max"] == "4"
+    pod = kinds["Deployment"]["spec"]["template"]["spec"]
+    env = {e["name"]: e for e in container(kinds["Deployment"])["env"]}
+    assert env["SPARK_LOCAL_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert pod["automountServiceAccountToken"] is False and "ServiceAccount" not in kinds
+
+
+def test_spark_on_kubernetes_gets_an_executor_image_and_a_service_account_that_may_make_pods():
+    objects = render_values("distributed", "--set", "spark.master=k8s://https://kubernetes.default.svc",
+                            "--set", "spark.kubernetes.image=registry.example/mirrorline-spark:0.1.0")
+    validate_all(objects)
+    kinds = by_kind(objects)
+    worker = parse_properties(kinds["ConfigMap"]["data"]["worker.properties"])
+    assert worker["spark.master"] == "k8s://https://kubernetes.default.svc"
+    assert worker["spark.kubernetes.container.image"] == "registry.example/mirrorline-spark:0.1.0"
+    assert worker["spark.submit.deployMode"] == "client" and worker["spark.kubernetes.namespace"] == "mirrorline"
+    account = worker["spark.kubernetes.authenticate.driver.serviceAccountName"]
+    pod = kinds["Deployment"]["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == account == kinds["ServiceAccount"]["metadata"]["name"]
+    assert pod["automountServiceAccountToken"] is True
+    assert {"pods", "services", "configmaps"} <= set(kinds["Role"]["rules"][0]["resources"])
+    assert "create" in kinds["Role"]["rules"][0]["verbs"]
+    assert kinds["RoleBinding"]["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": "mirrorline"}]
+    result = helm("template", "mirrorline", str(CHART), "-f", str(CHART / "values-distributed.yaml"),
+                  "--set", "spark.master=k8s://https://kubernetes.default.svc", check=False)
+    assert result.returncode != 0 and "needs spark.kubernetes.image" in result.stderr, result.stderr
+    result = helm("template", "mirrorline", str(CHART), "-f", str(CHART / "values-distributed.yaml"),
+                  "--set", "spark.master=yarn", check=False)
+    assert result.returncode != 0 and "/spark/master" in result.stderr, result.stderr

@@ -35,7 +35,7 @@ SNAPSHOT_JS = """
 const app = document.getElementById("app");
 const text = (row, sel) => { const e = row.querySelector(sel); return e ? e.textContent.trim() : null; };
 const out = {polls: Number(app.getAttribute("data-polls")), error: document.getElementById("poll-error").textContent,
-             connectors: {}, tasks: {}, topics: {}, groups: {}};
+             connectors: {}, tasks: {}, topics: {}, groups: {}, jobs: {}};
 for (const row of app.querySelectorAll("tr[data-connector]")) {
   out.connectors[row.dataset.connector] = {state: row.dataset.state, worker: text(row, ".worker"),
                                            flow: row.closest("section.flow").dataset.flow};
@@ -52,6 +52,12 @@ for (const row of app.querySelectorAll("tr[data-topic]")) {
                                    lag: text(row, ".lag"),
                                    ratePoints: Number(row.querySelector("svg.spark-rate").getAttribute("data-points")),
                                    lagPoints: Number(row.querySelector("svg.spark-lag").getAttribute("data-points"))};
+}
+for (const row of app.querySelectorAll("tr[data-job]")) {
+  const bar = row.querySelector("progress");
+  out.jobs[row.dataset.job] = {state: row.dataset.state, worker: text(row, ".worker"),
+                               percent: bar ? Number(bar.getAttribute("data-percent")) : null,
+                               progress: text(row, ".progress-cell")};
 }
 for (const row of app.querySelectorAll("tr[data-group]")) {
   out.groups[row.dataset.group] = {flow: row.dataset.flow, age: text(row, ".age"), rpo: text(row, ".rpo")};
@@ -240,6 +246,18 @@ async def test_status_page_shows_flow_live_and_failures(cluster_a, cluster_b, fl
             f"group {group} with a checkpoint age and an RPO")
         assert page["groups"][group]["flow"] == "A->B"
         assert number(page["groups"][group]["rpo"]) >= 0
+
+        # a job: listed with a progress bar while it runs, then SUCCEEDED
+        job = f"{prefix}-job"
+        code, _ = await rest.call("POST", "/jobs", {"name": job, "config": {
+            "job.class": "example-steps", "steps.count": "40", "steps.step.ms": "150"}})
+        assert code == 201
+        page = await wait_page(browser, lambda p: p if p["jobs"].get(job, {}).get("state") == "RUNNING"
+                               and 0 < (p["jobs"][job]["percent"] or 0) < 100 else None, f"job {job} RUNNING, part done")
+        assert page["jobs"][job]["worker"] == worker_id and "steps" in page["jobs"][job]["progress"]
+        page = await wait_page(browser, lambda p: p if p["jobs"].get(job, {}).get("state") == "SUCCEEDED"
+                               else None, f"job {job} SUCCEEDED")
+        assert page["jobs"][job]["percent"] == 100
 
         # a task that fails (no automatic restart on this worker): FAILED with its trace, collapsed
         seq_topic = await make_topic(cluster_b, partitions=1)

@@ -115,11 +115,12 @@ def declared_metrics() -> dict[str, set[str]]:
 
     from mirrorline.connectors.checkpoint import metrics as checkpoint_metrics
     from mirrorline.connectors.source_mirror import metrics as source_metrics
+    from mirrorline.connectors.source_mirror import spark_jobs as source_job_metrics
     from mirrorline.runtime import metrics as runtime_metrics
     from mirrorline.runtime.distributed import metrics as worker_metrics
 
     declared = {}
-    for module in (runtime_metrics, worker_metrics, source_metrics, checkpoint_metrics):
+    for module in (runtime_metrics, worker_metrics, source_metrics, source_job_metrics, checkpoint_metrics):
         for metric in vars(module).values():
             if isinstance(metric, MetricWrapperBase):
                 for family in metric.describe():

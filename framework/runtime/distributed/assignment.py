@@ -15,6 +15,11 @@ carried inside Kafka's group membership protocol:
   it rejoins, and the next round gives the now free item to its new worker. So no connector or
   task runs on two workers at once, and a rebalance leaves alone everything it does not move.
 
+Bulk jobs (``POST /jobs``) are shared the same way, as a third kind of work: each job that
+has not finished runs on one worker, balanced and sticky, and moves in two rounds like a task
+(its owner stops it, then another worker runs it again and it resumes). Workers that predate
+jobs send no ``jobs`` and get none.
+
 Balance: connectors and tasks are balanced separately; every worker ends with ``n // w`` or
 ``n // w + 1`` of each, and each connector's tasks are spread as evenly as that allows. Workers
 keep as much of what they own as the balance allows (sticky), so adding a worker moves only the
@@ -45,11 +50,14 @@ class MemberState:
     config_offset: int
     connectors: tuple[str, ...] = ()
     tasks: tuple[TaskKey, ...] = ()
+    #: Bulk jobs running on the worker.
+    jobs: tuple[str, ...] = ()
 
     def encode(self) -> bytes:
         """The JSON bytes sent as the member's protocol user data."""
         return json.dumps({"version": PROTOCOL_VERSION, "url": self.url, "config_offset": self.config_offset,
-                           "connectors": sorted(self.connectors), "tasks": [list(t) for t in sorted(self.tasks)]},
+                           "connectors": sorted(self.connectors), "tasks": [list(t) for t in sorted(self.tasks)],
+                           "jobs": sorted(self.jobs)},
                           separators=(",", ":")).encode("utf-8")
 
     @classmethod
@@ -59,7 +67,8 @@ class MemberState:
             value = json.loads(data.decode("utf-8"))
             return cls(str(value["url"]), int(value.get("config_offset", -1)),
                        tuple(str(c) for c in _list(value.get("connectors", []))),
-                       tuple((str(c), int(t)) for c, t in _list(value.get("tasks", []))))
+                       tuple((str(c), int(t)) for c, t in _list(value.get("tasks", []))),
+                       tuple(str(j) for j in _list(value.get("jobs", []))))
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise ValueError(f"not a mirrorline member state ({exc!r}): {data[:80]!r}") from None
 
@@ -78,11 +87,13 @@ class Assignment:
     error: str | None = None
     #: Every member's assigned tasks and connectors (by member URL), for status and debugging.
     workers: Mapping[str, int] = field(default_factory=dict)
+    jobs: tuple[str, ...] = ()
+    revoked_jobs: tuple[str, ...] = ()
 
     @property
     def revoked(self) -> bool:
         """Whether this worker must stop something it owns, and then rejoin."""
-        return bool(self.revoked_connectors or self.revoked_tasks)
+        return bool(self.revoked_connectors or self.revoked_tasks or self.revoked_jobs)
 
     def encode(self) -> bytes:
         """The JSON bytes sent as the member's assignment user data."""
@@ -91,7 +102,8 @@ class Assignment:
             "config_offset": self.config_offset, "connectors": list(self.connectors),
             "tasks": [list(t) for t in self.tasks], "revoked_connectors": list(self.revoked_connectors),
             "revoked_tasks": [list(t) for t in self.revoked_tasks], "error": self.error,
-            "workers": dict(self.workers)}, separators=(",", ":")).encode("utf-8")
+            "workers": dict(self.workers), "jobs": list(self.jobs), "revoked_jobs": list(self.revoked_jobs)},
+            separators=(",", ":")).encode("utf-8")
 
     @classmethod
     def decode(cls, data: bytes) -> Assignment:
@@ -106,7 +118,9 @@ class Assignment:
                        tuple((str(c), int(t)) for c, t in _list(value.get("tasks", []))),
                        tuple(str(c) for c in _list(value.get("revoked_connectors", []))),
                        tuple((str(c), int(t)) for c, t in _list(value.get("revoked_tasks", []))),
-                       value.get("error"), {str(k): int(v) for k, v in workers.items()})
+                       value.get("error"), {str(k): int(v) for k, v in workers.items()},
+                       tuple(str(j) for j in _list(value.get("jobs", []))),
+                       tuple(str(j) for j in _list(value.get("revoked_jobs", []))))
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise ValueError(f"not a mirrorline assignment ({exc!r}): {data[:80]!r}") from None
 
@@ -184,12 +198,13 @@ def _same_group(items: list, item: object, group: Callable[[object], Hashable] |
 
 
 def assign(members: Mapping[str, MemberState], leader: str, connectors: Iterable[str],
-           task_counts: Mapping[str, int], config_offset: int) -> dict[str, Assignment]:
+           task_counts: Mapping[str, int], config_offset: int, jobs: Iterable[str] = ()) -> dict[str, Assignment]:
     """The leader's assignment for every member.
 
     ``connectors`` and ``task_counts`` are the leader's view of the config topic read up to
-    ``config_offset``. A member that has read further gets an assignment with
-    ``error=CONFIG_MISMATCH`` (as does everyone), and all rejoin after catching up.
+    ``config_offset``; ``jobs`` the bulk jobs that have not finished. A member that has read
+    further gets an assignment with ``error=CONFIG_MISMATCH`` (as does everyone), and all
+    rejoin after catching up.
     """
     leader_url = members[leader].url
     if any(state.config_offset > config_offset for state in members.values()):
@@ -200,7 +215,9 @@ def assign(members: Mapping[str, MemberState], leader: str, connectors: Iterable
                                                         connector_list)
     tasks_of, revoked_tasks = balanced_sticky({m: s.tasks for m, s in members.items()}, tasks,
                                               group=lambda task: task[0])  # each connector's tasks spread
-    workers = {members[m].url: len(connectors_of[m]) + len(tasks_of[m]) for m in members}
+    jobs_of, revoked_jobs = balanced_sticky({m: s.jobs for m, s in members.items()}, set(jobs))
+    workers = {members[m].url: len(connectors_of[m]) + len(tasks_of[m]) + len(jobs_of[m]) for m in members}
     return {m: Assignment(leader, leader_url, config_offset, tuple(connectors_of[m]), tuple(tasks_of[m]),
-                          tuple(revoked_connectors[m]), tuple(revoked_tasks[m]), None, workers)
+                          tuple(revoked_connectors[m]), tuple(revoked_tasks[m]), None, workers,
+                          tuple(jobs_of[m]), tuple(revoked_jobs[m]))
             for m in members}

@@ -154,6 +154,8 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         """Read the three topics (creating them if needed), then join the group."""
         for store in (self.offset_store, self.status_store, self.config_store):
             await store.start()
+        self.job_manager.on_jobs_changed = self._jobs_changed
+        self.job_manager.attach()
         self._known_connectors = set(self.config_store.connectors())
         self._task_counts = {c: len(self.config_store.task_configs(c)) for c in self._known_connectors}
         self._background.spawn(self._run_events(), "events")
@@ -170,6 +172,7 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         except Exception as exc:  # noqa: BLE001 - keep shutting down
             log.error("Stopping the work of worker %s failed: %r", self.worker_id, exc)
         await self.member.stop()
+        await self.job_manager.close()
         await self.supervisor.close()
         if self._fencing is not None:
             await self._fencing.close()
@@ -227,12 +230,14 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         owned_connectors = set(self.worker.connectors) | (set() if self._stopping else self._owned_connectors)
         owned_tasks = set(self.worker.tasks) | (set() if self._stopping else self._owned_tasks)
         return MemberState(self.url, self.config_store.offset, tuple(sorted(owned_connectors)),
-                           tuple(sorted((t.connector, t.task) for t in owned_tasks)))
+                           tuple(sorted((t.connector, t.task) for t in owned_tasks)),
+                           tuple(self.job_manager.running()))
 
     def assign(self, leader: str, members: Mapping[str, MemberState]) -> dict[str, Assignment]:
         connectors = self.config_store.connectors()
         counts = {c: len(self.config_store.task_configs(c)) for c in connectors}
-        assignments = assign(members, leader, connectors, counts, self.config_store.offset)
+        assignments = assign(members, leader, connectors, counts, self.config_store.offset,
+                             self.job_manager.runnable())
         log.info("Leader %s assigned %d connector(s) and %d task(s) to %d worker(s): %s", self.worker_id,
                  len(connectors), sum(counts.values()), len(members),
                  {members[m].url: (list(a.connectors), [f"{c}-{t}" for c, t in a.tasks]) for m, a in assignments.items()})
@@ -274,6 +279,7 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         for name in sorted(set(self.worker.connectors) | self._owned_connectors):
             if name not in mine_connectors:
                 await self._stop_connector_here(name)
+        await self.job_manager.run_here(assignment.jobs)  # stops the jobs revoked, starts the new ones
         self._assignment = assignment
         self._rebalancing = False
         log.info("Worker %s (generation %d%s) runs connectors %s and tasks %s", self.worker_id, generation,
@@ -346,6 +352,7 @@ class DistributedHerder(AbstractHerder, MembershipListener):
                 await self.worker.set_task_state(task_id, State.UNASSIGNED)
 
     async def _stop_everything(self) -> None:
+        await self.job_manager.run_here(())  # jobs first: another worker resumes them
         await self._stop_tasks_here(sorted(set(self.worker.tasks) | self._owned_tasks))
         for name in sorted(set(self.worker.connectors) | self._owned_connectors):
             await self._stop_connector_here(name)
@@ -639,6 +646,19 @@ class DistributedHerder(AbstractHerder, MembershipListener):
     async def resume_connector(self, name: str) -> None:
         self._require(name)
         await self.config_store.put_target_state(name, TargetState.STARTED)
+
+    # -- bulk jobs ----------------------------------------------------------------------------
+    def _jobs_changed(self) -> None:
+        """A job was added, removed or finished: the leader shares the jobs to run anew."""
+        if not self._stopping:
+            self.member.request_rejoin()
+
+    async def create_job(self, name, config, *, origin="rest"):
+        # the leader is the one writer of jobs submitted over REST, so its check of held partitions holds;
+        # a connector's own jobs are written by its worker (ordered by the config topic; the older one wins)
+        if origin == "rest":
+            await self._require_leader("create jobs")
+        return await super().create_job(name, config, origin=origin)
 
     # -- restarts: carried out where the instance runs --------------------------------------
     def _require_here(self, worker_id: str | None, what: str) -> None:

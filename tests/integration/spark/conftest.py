@@ -9,11 +9,35 @@
   ``master_url`` goes into ``spark.master``.
 
 Both skip the test when pyspark is not installed (``pip install 'mirrorline[spark]'``).
+
+Tests marked ``spark_slow`` (a REST job on the standalone cluster, and the automatic backfill with
+a million records) are skipped unless selected with ``-m spark_slow`` or
+``MIRRORLINE_SPARK_SLOW=1``, which ``scripts/spark-jobs`` sets.
 """
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+
+def _slow_selected(config: pytest.Config) -> bool:
+    if os.environ.get("MIRRORLINE_SPARK_SLOW", "").lower() in ("1", "yes", "all"):
+        return True
+    expression = config.getoption("markexpr", "") or ""
+    return "spark_slow" in expression and "not spark_slow" not in expression
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip the slow Spark job scenarios unless they were asked for."""
+    if _slow_selected(config):
+        return
+    skip = pytest.mark.skip(reason="slow Spark job scenario: run scripts/spark-jobs, -m spark_slow or "
+                                   "MIRRORLINE_SPARK_SLOW=1")
+    for item in items:
+        if item.get_closest_marker("spark_slow") is not None:
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

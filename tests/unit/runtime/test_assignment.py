@@ -68,8 +68,37 @@ def test_member_state_encoding_is_canonical():
     state = MemberState("u", 7, ("b", "a"), (("b", 1), ("a", 2), ("a", 0)))
     assert json.loads(state.encode()) == {
         "version": PROTOCOL_VERSION, "url": "u", "config_offset": 7,
-        "connectors": ["a", "b"], "tasks": [["a", 0], ["a", 2], ["b", 1]]}
+        "connectors": ["a", "b"], "tasks": [["a", 0], ["a", 2], ["b", 1]], "jobs": []}
     assert MemberState.decode(state.encode()) == MemberState("u", 7, ("a", "b"), (("a", 0), ("a", 2), ("b", 1)))
+
+
+def test_member_state_of_a_worker_predating_jobs_owns_no_job():
+    """Metadata without ``jobs`` (a worker that predates them) decodes as owning none."""
+    data = json.dumps({"version": 1, "url": "u", "config_offset": 3, "connectors": ["a"], "tasks": []}).encode()
+    assert MemberState.decode(data) == MemberState("u", 3, ("a",), (), ())
+    job_owner = MemberState("u", 3, (), (), ("bf-2", "bf-1"))
+    assert MemberState.decode(job_owner.encode()) == MemberState("u", 3, (), (), ("bf-1", "bf-2"))
+
+
+def test_jobs_are_shared_sticky_and_move_in_two_rounds():
+    """Jobs are a third kind of work: balanced, kept by their owner, revoked before they move."""
+    from mirrorline.runtime.distributed.assignment import assign
+
+    members = {"m1": MemberState("u1", 5, jobs=("j1", "j2", "j3")), "m2": MemberState("u2", 5)}
+    first = assign(members, "m1", [], {}, 5, jobs=["j1", "j2", "j3", "j4"])
+    # m1 keeps two of its three, gives one up (to nobody this round); m2 gets the free one
+    assert len(first["m1"].jobs) == 2 and len(first["m1"].revoked_jobs) == 1 and first["m1"].revoked
+    assert first["m2"].jobs == ("j4",)
+    moved = first["m1"].revoked_jobs[0]
+    assert moved not in first["m2"].jobs
+    second = assign({"m1": MemberState("u1", 5, jobs=first["m1"].jobs), "m2": MemberState("u2", 5, jobs=("j4",))},
+                    "m1", [], {}, 5, jobs=["j1", "j2", "j3", "j4"])
+    assert set(second["m2"].jobs) == {"j4", moved} and set(second["m1"].jobs) == set(first["m1"].jobs)
+    # a finished job (no longer listed) is neither assigned nor revoked; a dead owner's job moves at once
+    after_death = assign({"m2": MemberState("u2", 5, jobs=second["m2"].jobs)}, "m2", [], {}, 5,
+                         jobs=["j1", "j2", "j4"])
+    assert set(after_death["m2"].jobs) == {"j1", "j2", "j4"} and not after_death["m2"].revoked_jobs
+    assert Assignment.decode(after_death["m2"].encode()) == after_death["m2"]
 
 
 def test_assignment_round_trip():

@@ -64,7 +64,7 @@ def test_kafka_options_keep_connection_and_security_only():
     assert offsets_json({("t", 1): 5, ("t", 0): 3, ("u", 0): 9}) == '{"t": {"0": 3, "1": 5}, "u": {"0": 9}}'
 
 
-def test_librdkafka_settings_translate_sasl_and_pem_and_refuse_jks(tmp_path):
+def test_librdkafka_settings_translate_sasl_and_pem(tmp_path):
     pem = tmp_path / "ca.pem"
     pem.write_text("-----BEGIN CERTIFICATE-----\n")
     settings = librdkafka_settings({
@@ -79,7 +79,7 @@ def test_librdkafka_settings_translate_sasl_and_pem_and_refuse_jks(tmp_path):
     assert settings["enable.idempotence"] == "true" and settings["acks"] == "all"  # order and no duplicates
     jks = tmp_path / "trust.jks"
     jks.write_bytes(b"\xfe\xed\xfe\xed")
-    with pytest.raises(ConfigError, match="reads PEM trust stores only"):
+    with pytest.raises(ConfigError, match="ssl.truststore.password: cannot read truststore .*not a valid JKS store"):
         librdkafka_settings({"bootstrap.servers": "a:9093", "security.protocol": "SSL",
                              "ssl.truststore.location": str(jks)})
 
@@ -149,3 +149,33 @@ def test_progress_total_can_grow_as_work_is_planned(caplog):
     lines = [r.getMessage() for r in caplog.records]
     assert lines[0].startswith("match: 3/12 tasks (25%)")
     assert lines[-1].startswith("match: 30/30 tasks (100%)")
+
+
+@pytest.mark.parametrize("trust, keys", [("truststore_jks", "client_keystore_jks"),
+                                         ("truststore_p12", "client_keystore_p12")])
+def test_librdkafka_settings_read_jks_and_pkcs12_stores_like_every_client(tmp_path, trust, keys):
+    """The backfill writer takes the Java stores other clients take: handed to librdkafka as inline PEM,
+    which librdkafka accepts (it checks them when the producer is made)."""
+    from confluent_kafka import Producer
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    from mirrorline.localkafka.tls import write_tls_material
+
+    tls = write_tls_material(tmp_path, "store-pw", client_name="writer")
+    settings = librdkafka_settings({
+        "bootstrap.servers": "127.0.0.1:1", "security.protocol": "SSL",
+        "ssl.truststore.location": str(getattr(tls, trust)), "ssl.truststore.password": "store-pw",
+        "ssl.keystore.location": str(getattr(tls, keys)), "ssl.keystore.password": "store-pw",
+        "ssl.keystore.type": "PKCS12" if keys.endswith("p12") else "JKS"})
+    ca = x509.load_pem_x509_certificate(tls.ca_pem.read_bytes())
+    assert x509.load_pem_x509_certificates(settings["ssl.ca.pem"].encode()) == [ca]
+    chain = x509.load_pem_x509_certificates(settings["ssl.certificate.pem"].encode())
+    assert chain[0].subject.rfc4514_string().startswith("CN=writer,")
+    key = serialization.load_pem_private_key(settings["ssl.key.pem"].encode(), None)
+    assert key.public_key().public_numbers() == chain[0].public_key().public_numbers()
+    assert "ssl.keystore.location" not in settings and "ssl.truststore.location" not in settings
+    Producer(settings).flush(0)  # librdkafka parses and loads the PEM here; a bad one raises
+    with pytest.raises(ConfigError, match=r"ssl\.keystore\.password: wrong password"):
+        librdkafka_settings({"bootstrap.servers": "a:1", "security.protocol": "SSL",
+                             "ssl.keystore.location": str(getattr(tls, keys)), "ssl.keystore.password": "nope"})

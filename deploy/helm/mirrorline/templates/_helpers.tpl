@@ -33,6 +33,35 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
 
+{{/* Whether jobs run their executors as Kubernetes pods. */}}
+{{- define "mirrorline.sparkOnK8s" -}}
+{{- if hasPrefix "k8s://" .Values.spark.master }}true{{ end }}
+{{- end }}
+
+{{- define "mirrorline.sparkServiceAccount" -}}
+{{- default (printf "%s-spark" (include "mirrorline.fullname" .)) .Values.spark.kubernetes.serviceAccount.name }}
+{{- end }}
+
+{{/* The worker's spark.* settings (defaults of every job), one per line, indented by `.indent`. */}}
+{{- define "mirrorline.sparkProperties" -}}
+{{- $v := .root.Values }}
+{{- $settings := dict }}
+{{- if $v.spark.master }}
+{{- $_ := set $settings "spark.master" $v.spark.master }}
+{{- end }}
+{{- if include "mirrorline.sparkOnK8s" .root }}
+{{- $_ := set $settings "spark.submit.deployMode" "client" }}
+{{- $_ := set $settings "spark.kubernetes.container.image" $v.spark.kubernetes.image }}
+{{- $_ := set $settings "spark.kubernetes.namespace" (default .root.Release.Namespace $v.spark.kubernetes.namespace) }}
+{{- $_ := set $settings "spark.kubernetes.authenticate.driver.serviceAccountName" (include "mirrorline.sparkServiceAccount" .root) }}
+{{- $_ := set $settings "spark.driver.bindAddress" "0.0.0.0" }}
+{{- end }}
+{{- range $key, $value := $v.spark.conf }}
+{{- $_ := set $settings (ternary $key (printf "spark.%s" $key) (hasPrefix "spark." $key)) $value }}
+{{- end }}
+{{- include "mirrorline.properties" (dict "prefix" "" "settings" $settings "indent" .indent) }}
+{{- end }}
+
 {{/* The file the command reads, in /etc/mirrorline. */}}
 {{- define "mirrorline.configFile" -}}
 {{- if eq .Values.mode "mm2" }}mm2.properties{{ else }}worker.properties{{ end }}
@@ -87,5 +116,8 @@ change (values.schema.json has already checked each value's type on its own).
 {{- end }}
 {{- else if not $v.worker.bootstrapServers }}
 {{- fail (printf "mode: %s needs worker.bootstrapServers (the Kafka cluster the workers write to)." $v.mode) }}
+{{- end }}
+{{- if and (include "mirrorline.sparkOnK8s" .) (not $v.spark.kubernetes.image) }}
+{{- fail (printf "spark.master: %s runs executors as pods and needs spark.kubernetes.image (Spark plus the same mirrorline and Python as the worker)." $v.spark.master) }}
 {{- end }}
 {{- end }}
