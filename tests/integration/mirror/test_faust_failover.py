@@ -230,7 +230,8 @@ async def test_faust_app_fails_over_to_b_with_its_table(cluster_a, cluster_b, un
 
     mm2_log, a_log, b_log = tmp_path / "mm2.log", tmp_path / "app-a.log", tmp_path / "app-b.log"
     mm2 = start([sys.executable, "-m", "mirrorline.cli.main", "mm2", str(properties)], mm2_log)
-    worker = [sys.executable, str(APP), "worker", "-l", "info"]
+    # --without-web: the app needs no web server, and two runs on one machine would fight over port 6066
+    worker = [sys.executable, str(APP), "worker", "-l", "info", "--without-web"]
     app_a = start(worker, a_log, app_env(a, app_id, topic, tmp_path / "a"))
     stream = WordStream(a, topic)
     app_b = None
