@@ -47,6 +47,7 @@ from mirrorline.connectors.source_mirror.config import (
     TASK_INDEX,
 )
 from mirrorline.connectors.source_mirror.errors import SourceReadError, read_error_message
+from mirrorline.connectors.source_mirror.fetch_sessions import use_fetch_sessions
 from mirrorline.connectors.source_mirror.offset_syncs import OffsetSyncWriter
 from mirrorline.connectors.source_mirror.partition_metrics import partition_metrics
 from mirrorline.connectors.source_mirror.pending import PendingRecords
@@ -143,6 +144,8 @@ class MirrorSourceTask(SourceTask):
         self._principal = kwargs.get("sasl_plain_username")  # named in read errors
         self.consumer = AIOKafkaConsumer(**kwargs)
         await self.consumer.start()
+        # incremental fetches: an idle fetch no longer lists and answers every partition of the task
+        self.fetch_sessions = use_fetch_sessions(self.consumer)
         self._pending = PendingRecords(self.consumer, read_committed=kwargs.get("isolation_level") == "read_committed")
         self._capture: BatchCapture | None = None
         self._coalesce_bytes = parsed[BATCH_FORWARDING_COALESCE_BYTES]
