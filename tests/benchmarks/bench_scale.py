@@ -440,8 +440,7 @@ def recovery(engine: str, alias: str, a: str, b: str, data: DataSet, args, tmp: 
                 "status.storage.topic": f"{group}-status", "config.storage.replication.factor": "1",
                 "offset.storage.replication.factor": "1", "status.storage.replication.factor": "1",
                 "key.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
-                "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
-                "plugin.path": ""}.items()) + "\n")
+                "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter"}.items()) + "\n")
             if engine == "mm2":
                 command = [scale_kit.java_executable(), "-Xms256M", "-Xmx1G", "-cp", f"{resolve_mm2_classpath()}/*",
                            "org.apache.kafka.connect.cli.ConnectDistributed", str(props)]
@@ -467,10 +466,12 @@ def recovery(engine: str, alias: str, a: str, b: str, data: DataSet, args, tmp: 
                 t["state"] == "RUNNING" and t["worker_id"] != exclude for t in tasks) else None
 
         body = wait_until(all_running, args.timeout, 1.0, None, f"{engine}: all tasks RUNNING")
-        busy = {t["worker_id"] for t in body["tasks"]}
-        victim = next(((w, u) for w, u in workers[1:] if u.split("//")[1] in busy or
-                       any(t["worker_id"].endswith(u.rsplit(":", 1)[1]) for t in body["tasks"])), workers[1])
-        victim_id = next(t["worker_id"] for t in body["tasks"] if t["worker_id"].endswith(victim[1].rsplit(":", 1)[1]))
+        # kill a worker that runs tasks, other than the one asked for statuses
+        by_port = {u.rsplit(":", 1)[1]: w for w, u in workers[1:]}
+        victim_id = next((t["worker_id"] for t in body["tasks"] if t["worker_id"].rsplit(":", 1)[1] in by_port), None)
+        if victim_id is None:
+            raise RuntimeError(f"{engine}: every task runs on the first worker; nothing to kill")
+        victim = (by_port[victim_id.rsplit(":", 1)[1]], None)
         t0 = time.perf_counter()
         victim[0].kill()
         wait_until(lambda: all_running(exclude=victim_id), args.timeout, 0.5, None,

@@ -4,7 +4,7 @@ The fake ``send`` decodes nothing: it sees the request struct aiokafka's connect
 (built at Fetch v11) and answers as a broker with sessions does. What is checked: the first fetch
 opens a session with every partition, later ones name only partitions whose offset changed and
 forget the dropped ones, epochs count up, and a refused session or a failed send starts over with
-a full fetch without the fetcher seeing the refusal. tests/integration/mirror/test_fetch_sessions.py
+a full fetch without the fetcher seeing the refusal. tests/integration/mirror/test_fetch_sessions_real.py
 runs the same against a real broker.
 """
 
