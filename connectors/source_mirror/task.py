@@ -63,6 +63,8 @@ LOG_BOUNDS_TIMEOUT_S = 10.0
 #: How long start() waits for the positions of partitions without a stored offset to be resolved. They
 #: are marked for reset at once; waiting only avoids a first empty poll, so a short bound is enough.
 RESET_WAIT_S = 5.0
+#: The source consumer's default fetch.max.wait.ms: how long the broker holds a fetch that finds no record.
+IDLE_FETCH_WAIT_MS = 5000
 #: How long a failing poll() waits for the consumer's position of each affected partition (normally
 #: known at once) to name it in the error.
 POSITION_WAIT_S = 2.0
@@ -128,7 +130,11 @@ class MirrorSourceTask(SourceTask):
         # "none" so that aiokafka raises OffsetOutOfRangeError instead of resetting silently
         # read_committed unless the user says otherwise (beyond MM2, whose consumer reads uncommitted):
         # aborted records are never mirrored, and written non-transactionally they would look committed
+        # fetch.max.wait.ms 5000 unless the user says otherwise (beyond MM2, whose consumer waits 500 ms):
+        # the broker answers a fetch as soon as any partition of the task's fetch session has records,
+        # so the wait only bounds how often an idle task asks again, at no cost in latency
         consumer_props = {"client.id": f"{flow}|replication-consumer", "isolation.level": "read_committed",
+                          "fetch.max.wait.ms": str(IDLE_FETCH_WAIT_MS),
                           **user_props, "auto.offset.reset": "none", "enable.auto.commit": "false"}
         if getattr(self.context, "exactly_once", False) and \
                 str(consumer_props["isolation.level"]).strip().lower() != "read_committed":

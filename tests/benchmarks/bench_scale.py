@@ -160,18 +160,34 @@ class DataSet:
         create_topics(self.a, self.topics, self.size.partitions)
         producer = Producer({"bootstrap.servers": self.a, "linger.ms": 50, "acks": "1",
                              "queue.buffering.max.messages": 2_000_000, "batch.size": 1_000_000})
+        # a topic created a moment ago may not be in the producer's metadata yet: its records would
+        # fail (unknown partition) in a delivery report, so wait until every topic is known
+        wait_until(lambda: set(self.topics) <= set(producer.list_topics(timeout=30).topics), 120, 1.0,
+                   what="the new topics in the producer's metadata")
+        errors: list = []
+
+        def delivered(error, _message) -> None:
+            if error is not None:
+                errors.append(error)
+
         value = os.urandom(self.record_size)
         for i in range(self.history):
             for topic, partition in self.partitions:
                 while True:
                     try:
-                        producer.produce(topic, value, b"%08d" % i, partition=partition)
+                        producer.produce(topic, value, b"%08d" % i, partition=partition, on_delivery=delivered)
                         break
                     except BufferError:
                         producer.poll(0.05)
             producer.poll(0)
         if producer.flush(600):
             raise RuntimeError("history records still undelivered after 600 s")
+        if errors:
+            raise RuntimeError(f"{len(errors)} history records failed, first: {errors[0]}")
+        ends = end_offsets(self.a, self.partitions)
+        short = [tp for tp in self.partitions if ends.get(tp, 0) < self.history]
+        if short:
+            raise RuntimeError(f"{len(short)} partitions hold fewer than {self.history} records, e.g. {short[:3]}")
         log(f"  {self.size.name}: {len(self.topics)} topics, {self.history} records x {self.record_size} B per "
             f"partition, in {time.perf_counter() - t0:.1f} s")
 
@@ -359,9 +375,11 @@ def run_engine(engine: str, alias: str, a: str, b: str, ports: dict[str, int], d
             topic = data.new_topic()
             create_topics(a, [topic], data.size.partitions)
             producer = Producer({"bootstrap.servers": a, "acks": "1"})
+            wait_until(lambda: topic in producer.list_topics(timeout=10).topics, 60, 0.5, what=f"{topic} known")
             for p in range(data.size.partitions):
                 producer.produce(topic, b"new", partition=p)
-            producer.flush(30)
+            if producer.flush(30):
+                raise RuntimeError(f"records to the new topic {topic} undelivered")
             t_new = time.perf_counter()
             wait_until(lambda: copied(b, alias, [(topic, p) for p in range(data.size.partitions)], 1),
                        REFRESH_S * 6 + 60, 0.25, running, f"{engine}: new topic {topic} mirrored")
