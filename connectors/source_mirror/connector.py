@@ -49,7 +49,8 @@ from mirrorline.connectors.source_mirror.topics import (
     ConfigFilter,
     TopicSelection,
     create_remote_topics,
-    format_partition,
+    format_assigned,
+    overload_warning,
     offset_syncs_topic_config,
     parse_partition,
     source_topics,
@@ -289,9 +290,18 @@ class MirrorSourceConnector(SourceConnector):
         if not partitions:
             return []
         count = min(max_tasks, len(partitions))
+        self._warn_if_overloaded(len(partitions), count)
         base = {k: str(v) for k, v in self.config.originals.items()}
-        return [{**base, TASK_ASSIGNED_PARTITIONS: ",".join(format_partition(t, p) for t, p in partitions[i::count]),
-                 TASK_INDEX: str(i)} for i in range(count)]
+        return [{**base, TASK_ASSIGNED_PARTITIONS: format_assigned(partitions[i::count]), TASK_INDEX: str(i)}
+                for i in range(count)]
+
+    def _warn_if_overloaded(self, partitions: int, tasks: int) -> None:
+        """Say so (log and connector status) when each task gets more than MAX_PARTITIONS_PER_TASK."""
+        message = overload_warning(partitions, tasks)
+        if message is not None and message != getattr(self, "_overload", None):
+            log.warning("Connector %s: %s", self.context.name, message)
+            self.context.report_warning(message)
+        self._overload = message
 
     async def stop(self) -> None:
         for loop in self._loops:

@@ -41,16 +41,19 @@ from mirrorline.connectors.source_mirror.batch_capture import BatchCapture, capt
 from mirrorline.connectors.source_mirror.config import (
     BATCH_FORWARDING_COALESCE_BYTES,
     BATCH_FORWARDING_ENABLED,
+    REPLICATION_METRICS_LEVEL,
     SOURCE_CONFIG_DEF,
     TASK_ASSIGNED_PARTITIONS,
     TASK_INDEX,
 )
 from mirrorline.connectors.source_mirror.errors import SourceReadError, read_error_message
+from mirrorline.connectors.source_mirror.fetch_sessions import use_fetch_sessions
 from mirrorline.connectors.source_mirror.offset_syncs import OffsetSyncWriter
+from mirrorline.connectors.source_mirror.partition_metrics import partition_metrics
 from mirrorline.connectors.source_mirror.pending import PendingRecords
 from mirrorline.connectors.source_mirror.positions import PositionCheck, PositionState, check_position
 from mirrorline.connectors.source_mirror.record_batches import ForwardableBatch, coalesce
-from mirrorline.connectors.source_mirror.topics import parse_partition
+from mirrorline.connectors.source_mirror.topics import parse_assigned
 
 log = logging.getLogger(__name__)
 
@@ -60,35 +63,13 @@ LOG_BOUNDS_TIMEOUT_S = 10.0
 #: How long start() waits for the positions of partitions without a stored offset to be resolved. They
 #: are marked for reset at once; waiting only avoids a first empty poll, so a short bound is enough.
 RESET_WAIT_S = 5.0
+#: The source consumer's default fetch.max.wait.ms: how long the broker holds a fetch that finds no record.
+IDLE_FETCH_WAIT_MS = 5000
 #: How long a failing poll() waits for the consumer's position of each affected partition (normally
 #: known at once) to name it in the error.
 POSITION_WAIT_S = 2.0
 #: How long stop() waits for the last offset syncs to be acknowledged (the runtime bounds stop() too).
 SYNC_FLUSH_TIMEOUT_S = 3.0
-
-
-class _PartitionMetrics:
-    """The metric series of one mirrored partition."""
-
-    def __init__(self, labels: tuple[str, ...]):
-        self.record_count = metrics.RECORD_COUNT.labels(*labels)
-        self.byte_count = metrics.BYTE_COUNT.labels(*labels)
-        self.record_age_ms = metrics.RECORD_AGE_MS.labels(*labels)
-        self.replication_latency_ms = metrics.REPLICATION_LATENCY_MS.labels(*labels)
-        self.lag_records = metrics.REPLICATION_LAG_RECORDS.labels(*labels)
-        self.lost_to_retention = metrics.RECORDS_LOST_TO_RETENTION.labels(*labels)
-        self.resets = {state: metrics.SOURCE_OFFSET_RESETS.labels(*labels, state.value)
-                       for state in (PositionState.LOST_TO_RETENTION, PositionState.OFFSETS_WENT_BACKWARDS)}
-        self._labels = labels
-
-    def forget_gauges(self) -> None:
-        """Drop this partition's gauges: once the task stops here, its last lag or latency is stale
-        (another worker may mirror the partition now). Counters stay, so rates stay continuous."""
-        for gauge in (metrics.RECORD_AGE_MS, metrics.REPLICATION_LATENCY_MS, metrics.REPLICATION_LAG_RECORDS):
-            try:
-                gauge.remove(*self._labels)
-            except KeyError:
-                pass
 
 
 def interleave(per_partition: list[list]) -> list:
@@ -131,13 +112,14 @@ class MirrorSourceTask(SourceTask):
         self.policy = load_replication_policy(config)
         self.poll_timeout_ms = parsed[CONSUMER_POLL_TIMEOUT_MS]
         flow = f"{self.source_alias}->{self.target_alias}|{self.context.task_id}"
-        assigned = [parse_partition(p) for p in config.get(TASK_ASSIGNED_PARTITIONS, "").split(",") if p]
+        assigned = parse_assigned(config.get(TASK_ASSIGNED_PARTITIONS, ""))
         self.partitions = [TopicPartition(t, p) for t, p in assigned]
         self.remote = {tp: self.policy.format_remote_topic(self.source_alias, tp.topic) for tp in self.partitions}
         labels = {tp: (self.source_alias, self.target_alias, self.remote[tp], str(tp.partition))
                   for tp in self.partitions}
         # metric children per partition, looked up once (labels() per record costs ~10% of a core)
-        self._metrics = {tp: _PartitionMetrics(l) for tp, l in labels.items()}
+        level = parsed[REPLICATION_METRICS_LEVEL]
+        self._metrics = {tp: partition_metrics(level, l) for tp, l in labels.items()}
         self._copied = {path: metrics.COPIED_RECORDS.labels(self.source_alias, self.target_alias, path)
                         for path in ("batch", "rebuilt", "record")}
 
@@ -148,7 +130,11 @@ class MirrorSourceTask(SourceTask):
         # "none" so that aiokafka raises OffsetOutOfRangeError instead of resetting silently
         # read_committed unless the user says otherwise (beyond MM2, whose consumer reads uncommitted):
         # aborted records are never mirrored, and written non-transactionally they would look committed
+        # fetch.max.wait.ms 5000 unless the user says otherwise (beyond MM2, whose consumer waits 500 ms):
+        # the broker answers a fetch as soon as any partition of the task's fetch session has records,
+        # so the wait only bounds how often an idle task asks again, at no cost in latency
         consumer_props = {"client.id": f"{flow}|replication-consumer", "isolation.level": "read_committed",
+                          "fetch.max.wait.ms": str(IDLE_FETCH_WAIT_MS),
                           **user_props, "auto.offset.reset": "none", "enable.auto.commit": "false"}
         if getattr(self.context, "exactly_once", False) and \
                 str(consumer_props["isolation.level"]).strip().lower() != "read_committed":
@@ -164,6 +150,8 @@ class MirrorSourceTask(SourceTask):
         self._principal = kwargs.get("sasl_plain_username")  # named in read errors
         self.consumer = AIOKafkaConsumer(**kwargs)
         await self.consumer.start()
+        # incremental fetches: an idle fetch no longer lists and answers every partition of the task
+        self.fetch_sessions = use_fetch_sessions(self.consumer)
         self._pending = PendingRecords(self.consumer, read_committed=kwargs.get("isolation_level") == "read_committed")
         self._capture: BatchCapture | None = None
         self._coalesce_bytes = parsed[BATCH_FORWARDING_COALESCE_BYTES]
@@ -441,8 +429,8 @@ class MirrorSourceTask(SourceTask):
             self.sync_writer.promote_delayed()
 
     async def stop(self) -> None:
-        for partition_metrics in getattr(self, "_metrics", {}).values():
-            partition_metrics.forget_gauges()
+        for handle in getattr(self, "_metrics", {}).values():
+            handle.forget_gauges()
         try:
             if self.sync_writer is not None:
                 await self._flush_syncs()

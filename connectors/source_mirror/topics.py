@@ -10,8 +10,10 @@ non-sensitive, non-read-only, non-static, not excluded) and then synced incremen
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import re
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +31,16 @@ from mirrorline.connectors.source_mirror.config import TASK_ASSIGNED_PARTITIONS
 log = logging.getLogger(__name__)
 
 MAX_TOPIC_NAME_LENGTH = 249
+#: Partitions one MirrorSource task mirrors without slowing down; more get a warning naming tasks.max.
+#: See docs/performance.md ("Partitions per task") for how it was chosen.
+MAX_PARTITIONS_PER_TASK = 4000
+#: ``task.assigned.partitions`` texts longer than this are stored compressed (see format_assigned):
+#: well under the config topic's default max.message.bytes (1 MB) so a task record fits with its
+#: connector settings; below it the text stays readable in GET /connectors/{name}/tasks.
+COMPRESS_ABOVE = 64 * 1024
+COMPRESSED_PREFIX = "zlib:"
+#: The ``reason`` label values of the skipped-topics counter.
+SKIP_REASONS = ("remote-name-too-long", "illegal-remote-name")
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 _TOPIC_ALREADY_EXISTS = 36
 # Describing a topic CreateTopics just reported as existing: a few short tries before the next refresh.
@@ -51,6 +63,11 @@ class TopicSelection:
     on_skip: Callable[[str], None] | None = None
     skipped: dict[str, str] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # the skipped-topics series exist at 0 from the start, so panels and alerts read 0, not "No data"
+        for reason in SKIP_REASONS:
+            metrics.SKIPPED_TOPICS.labels(self.source_alias, self.target_alias, reason)
+
     def should_replicate(self, topic: str) -> bool:
         """MM2's shouldReplicateTopic, plus refusing remote names Kafka would reject."""
         selected = self.topic_filter.should_replicate_topic(topic) or (
@@ -65,8 +82,8 @@ class TopicSelection:
                           else f"remote topic name {remote!r} is not a legal Kafka topic name")
                 self.skipped[topic] = reason
                 metrics.SKIPPED_TOPICS.labels(self.source_alias, self.target_alias,
-                                              "remote-name-too-long" if len(remote) > MAX_TOPIC_NAME_LENGTH
-                                              else "illegal-remote-name").inc()
+                                              SKIP_REASONS[0] if len(remote) > MAX_TOPIC_NAME_LENGTH
+                                              else SKIP_REASONS[1]).inc()
                 message = (f"Topic {topic} is not mirrored: {reason}. Shorten the source topic name or the "
                            f"cluster alias, or choose another replication policy.")
                 log.warning(message)
@@ -89,12 +106,8 @@ def topic_filter_for(originals: dict[str, Any], includes: list[str] | tuple[str,
 
 def assigned_topics(task_configs: list[dict[str, str]]) -> list[str]:
     """The source topics a connector's task configs assign (``task.assigned.partitions``), sorted."""
-    topics = set()
-    for config in task_configs:
-        for text in str(config.get(TASK_ASSIGNED_PARTITIONS, "")).split(","):
-            if text.strip():
-                topics.add(parse_partition(text.strip())[0])
-    return sorted(topics)
+    return sorted({topic for config in task_configs
+                   for topic, _ in parse_assigned(str(config.get(TASK_ASSIGNED_PARTITIONS, "")))})
 
 
 async def topic_partitions(admin: AIOKafkaAdminClient, topics: list[str]) -> dict[str, int]:
@@ -245,6 +258,85 @@ async def sync_topic_configs(clients: KafkaClients, source: AIOKafkaAdminClient,
             await clients.incremental_alter_configs(target, remote_of[topic], to_set, to_delete)
         except Exception as exc:
             log.warning("Could not sync configs of %s to %s: %s", topic, remote_of[topic], exc)
+
+
+def format_assigned(partitions: list[tuple[str, int]]) -> str:
+    """A task's partitions as ``task.assigned.partitions`` holds them, compactly (beyond MM2).
+
+    MM2 lists every partition (``orders-0,orders-1,orders-2``); at tens of thousands of partitions
+    that outgrows the config topic's 1 MB records. Here a topic's partitions that form an
+    arithmetic run of three or more are one entry, ``orders-0..2`` (step 1) or ``orders-1..7/3``
+    (every third), other partitions stay in MM2's form, and entries are comma-separated in
+    topic order. A text longer than :data:`COMPRESS_ABOVE` is stored as ``zlib:`` + base64 of its
+    zlib compression (``:`` never occurs in a topic name). :func:`parse_assigned` reads all of
+    these, MM2's plain list included.
+    """
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        by_topic.setdefault(topic, []).append(partition)
+    entries = []
+    for topic in sorted(by_topic):
+        entries.extend(f"{topic}-{run}" for run in _runs(sorted(set(by_topic[topic]))))
+    text = ",".join(entries)
+    if len(text) > COMPRESS_ABOVE:
+        text = COMPRESSED_PREFIX + base64.b64encode(zlib.compress(text.encode(), 9)).decode("ascii")
+    return text
+
+
+def _runs(partitions: list[int]) -> list[str]:
+    """Sorted distinct partitions as run texts: ``3``, ``0..5``, ``1..7/3``."""
+    out, i = [], 0
+    while i < len(partitions):
+        j = i + 1
+        if j < len(partitions):
+            step = partitions[j] - partitions[i]
+            while j + 1 < len(partitions) and partitions[j + 1] - partitions[j] == step:
+                j += 1
+            if j - i >= 2:  # three or more: one entry
+                out.append(f"{partitions[i]}..{partitions[j]}" + (f"/{step}" if step != 1 else ""))
+                i = j + 1
+                continue
+        out.append(str(partitions[i]))
+        i += 1
+    return out
+
+
+def parse_assigned(text: str) -> list[tuple[str, int]]:
+    """The ``(topic, partition)`` pairs of a ``task.assigned.partitions`` value (:func:`format_assigned`'s
+    forms and MM2's), in the order written. ValueError naming the entry that is not one of them."""
+    text = text.strip()
+    if text.startswith(COMPRESSED_PREFIX):
+        text = zlib.decompress(base64.b64decode(text[len(COMPRESSED_PREFIX):])).decode()
+    out = []
+    for entry in text.split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        topic, _, run = entry.rpartition("-")
+        try:
+            if ".." in run:
+                bounds, _, step = run.partition("/")
+                first, _, last = bounds.partition("..")
+                out.extend((topic, p) for p in range(int(first), int(last) + 1, int(step or 1)))
+            else:
+                out.append((topic, int(run)))
+        except ValueError:
+            raise ValueError(f"task.assigned.partitions: {entry!r} is not TOPIC-N, TOPIC-A..B or TOPIC-A..B/STEP")
+        if not topic:
+            raise ValueError(f"task.assigned.partitions: {entry!r} names no topic")
+    return out
+
+
+def overload_warning(partitions: int, tasks: int) -> str | None:
+    """The warning for ``partitions`` dealt to ``tasks`` tasks when each gets more than
+    :data:`MAX_PARTITIONS_PER_TASK`, naming the ``tasks.max`` that would fit; None when they fit."""
+    per_task = -(-partitions // tasks) if tasks else partitions
+    if per_task <= MAX_PARTITIONS_PER_TASK:
+        return None
+    needed = -(-partitions // MAX_PARTITIONS_PER_TASK)
+    return (f"{partitions} partitions over {tasks} task(s) is {per_task} per task, more than the "
+            f"{MAX_PARTITIONS_PER_TASK} one task handles without slowing down (each fetch lists every partition "
+            f"of the task); raise tasks.max to at least {needed}")
 
 
 def task_partitions(topics: dict[str, int]) -> list[tuple[str, int]]:

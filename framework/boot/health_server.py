@@ -80,9 +80,10 @@ class HealthServer:
         return web.json_response({"version": __version__, "workers": self.worker_ids})
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+        from mirrorline.runtime.metrics import exposition
 
-        return web.Response(body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
+        body, content_type = await exposition()
+        return web.Response(body=body, headers={"Content-Type": content_type})
 
     async def start(self, listener: Listener) -> None:
         """Listen on ``listener``; a port that cannot be bound is a one-line ConnectError."""

@@ -35,7 +35,7 @@ async def openapi(request: web.Request) -> web.Response:
 @routes.get("/metrics", name="metrics")
 async def metrics(request: web.Request) -> web.Response:
     """Every metric of this process (workers, tasks, connectors) in Prometheus text format."""
-    from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+    from mirrorline.runtime.metrics import exposition
 
-    body = generate_latest(REGISTRY)
-    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+    body, content_type = await exposition()
+    return web.Response(body=body, headers={"Content-Type": content_type})

@@ -102,9 +102,12 @@ class TaskRunner(ABC):
         self.warnings: dict[str, str] = {}
         self.failed = False
         self._labels = (task_id.connector, str(task_id.task))
-        # Counters exist from the start at 0, so Prometheus' increase() sees their first step.
+        # Series exist from the start at 0: Prometheus' increase() sees a counter's first step, and the
+        # dashboard's panels and the alert rules read 0, not "No data", on a healthy task.
         metrics.TASK_FAILURES.labels(*self._labels)
         metrics.TASK_RESTARTS.labels(*self._labels)
+        metrics.TASK_RETRYING.labels(*self._labels)
+        metrics.TASK_STALLED.labels(*self._labels)
 
     # -- supervision -----------------------------------------------------------------------
     async def _supervised(self, loop: Callable[[], Awaitable[None]], name: str) -> None:

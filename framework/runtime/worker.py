@@ -205,6 +205,9 @@ class Worker:
         """Instantiate, initialise and start a connector; False (and FAILED status) if that fails."""
         connector = None
         self._secrets[name] = secret_values(raw)
+        # at 0 from the start, as the task series (TaskRunner): panels and alerts read 0, not "No data"
+        metrics.CONNECTOR_FAILURES.labels(name)
+        metrics.CONNECTOR_RESTARTS.labels(name)
         try:
             resolved = await self._resolve(name, raw)
             connector_class, config = self.parse_connector_config(resolved)

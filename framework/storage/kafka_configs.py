@@ -61,6 +61,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import ConsumerRecord
+from aiokafka.errors import MessageSizeTooLargeError, RecordListTooLargeError
+
+from mirrorline.api.errors import ConnectError
 
 from mirrorline.storage.configs import ConfigStore, TargetState
 from mirrorline.storage.jobs import JOB_KEY_PREFIX
@@ -111,6 +114,22 @@ def target_state_value(state: TargetState) -> dict[str, str]:
     state = TargetState(state)
     return {"state": TargetState.PAUSED.value if state is TargetState.STOPPED else state.value,
             "state.v2": state.value}
+
+
+class TaskConfigsTooLargeError(ConnectError):
+    """A task config is larger than the config topic (``max.message.bytes``) or the worker's producer
+    (``max.request.size``) accepts; the message says which settings to raise. No commit was written,
+    so the connector's previous task configs stay in force."""
+
+    def __init__(self, topic: str, connector: str, largest: int, cause: BaseException):
+        super().__init__(
+            f"The task configs of connector {connector} could not be written to the config topic {topic}: its "
+            f"largest task record is {largest} bytes, more than the topic's max.message.bytes (broker default "
+            f"1048588) or the worker's max.request.size (default 1048576) allow ({cause!r}). Raise the config "
+            f"topic's max.message.bytes (kafka-configs.sh --alter --entity-type topics --entity-name {topic} "
+            f"--add-config max.message.bytes=N) and the worker's max.request.size, or raise the connector's "
+            f"tasks.max so that each task config holds less")
+        self.largest = largest
 
 
 class KafkaConfigStore(LogBackedStore, ConfigStore):
@@ -215,10 +234,15 @@ class KafkaConfigStore(LogBackedStore, ConfigStore):
         await self._write([(CONNECTOR_PREFIX + connector, None), (TARGET_STATE_PREFIX + connector, None)])
 
     async def put_task_configs(self, connector, configs):
-        tasks = [(f"{TASK_PREFIX}{connector}-{i}", {"properties": {k: str(v) for k, v in c.items()}})
-                 for i, c in enumerate(configs)]
+        tasks = [(key.encode("utf-8"), _encode(value)) for key, value in
+                 ((f"{TASK_PREFIX}{connector}-{i}", {"properties": {k: str(v) for k, v in c.items()}})
+                  for i, c in enumerate(configs))]
         if tasks:  # every task record acknowledged before the commit that makes them visible
-            await self.log.send_batch([(key.encode("utf-8"), _encode(value)) for key, value in tasks])
+            try:
+                await self.log.send_batch(tasks)
+            except (MessageSizeTooLargeError, RecordListTooLargeError) as exc:
+                raise TaskConfigsTooLargeError(self.topic, connector, max(len(k) + len(v) for k, v in tasks),
+                                               exc) from exc
         await self._write([(COMMIT_PREFIX + connector, {"tasks": len(configs)})])
 
     async def put_target_state(self, connector, state):

@@ -65,7 +65,7 @@ from mirrorline.runtime.worker_config import EXACTLY_ONCE_SOURCE_SUPPORT
 from mirrorline.runtime.distributed.membership import MembershipListener, WorkerGroupMember
 from mirrorline.runtime.herder import NotAssignedError, NotLeaderError
 from mirrorline.storage.configs import TargetState
-from mirrorline.storage.kafka_configs import KafkaConfigStore, SessionKey
+from mirrorline.storage.kafka_configs import KafkaConfigStore, SessionKey, TaskConfigsTooLargeError
 from mirrorline.storage.kafka_offsets import KafkaOffsetStore
 from mirrorline.storage.kafka_status import KafkaStatusStore
 from mirrorline.storage.status import State
@@ -374,7 +374,11 @@ class DistributedHerder(AbstractHerder, MembershipListener):
             return
         if name not in self._owned_connectors:
             return
-        await self.config_store.put_task_configs(name, configs)
+        try:
+            await self.config_store.put_task_configs(name, configs)
+        except TaskConfigsTooLargeError as exc:  # FAILED with the settings to raise, not a log line only
+            await self.worker.fail_connector(name, exc, "could not store its task configs")
+            return
         log.info("Connector %s: committed %d task config(s)", name, len(configs))
 
     # -- reacting to the config topic ------------------------------------------------------

@@ -1,0 +1,304 @@
+"""Benchmark: end-to-end latency at fixed rates, mirrorline (batch forwarding on and off) and Java MM2.
+
+Run from the repository root (not collected by pytest: the file is named ``bench_*.py``)::
+
+    .venv/bin/python tests/benchmarks/bench_latency.py                         # 1/10/30 MB/s, 5 min each
+    .venv/bin/python tests/benchmarks/bench_latency.py --rates 10 --seconds 30 --allow-load   # smoke run
+
+For each rate and engine, on the same fresh clusters (Kafka's broker defaults): a fresh 12-partition
+topic on A is mirrored to B with one ``mm2.properties`` (a fresh source alias per run); once the
+engine has copied a first record, librdkafka (confluent-kafka) writes ``--record-size`` (1000) byte
+records to A at the fixed rate for ``--seconds``, round-robin over the partitions, and a librdkafka
+consumer on B takes each copy's arrival time minus its CreateTime (which both engines keep). Per
+run: p50, p99, p99.9, records seen, the engine's CPU-seconds over the measured window, and the
+1-minute load average sampled every 5 s (its peak). A run whose peak load is above ``--max-load``
+(1.5) is repeated up to ``--repeats`` times; one still above is flagged in the table. Engines:
+``mm2`` (Java MM2 dedicated mode), ``mirrorline`` (batch forwarding, the default) and
+``mirrorline-records`` (``batch.forwarding.enabled=false``, record by record as MM2).
+
+Writes ``latency-cdf.png`` (the latency distributions, one panel per rate), ``latency-p99.png``
+and ``latency-results.json`` into ``--out``. See tests/benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import scale_kit  # noqa: F401 - puts tests/ and this directory on sys.path
+from scale_kit import (
+    DEFAULT_MAX_LOAD,
+    Engine,
+    LoadWatch,
+    create_topics,
+    engine_command,
+    load_banner,
+    log,
+    percentile,
+    refuse_if_loaded,
+    stop_cleanly_on_sigterm,
+)
+
+warnings.filterwarnings("ignore", category=DeprecationWarning)
+
+from confluent_kafka import Consumer, Producer  # noqa: E402
+
+from bench_mirror import _base_port  # noqa: E402
+from mirrorline.localkafka.artifacts import KAFKA_VERSION, resolve_kafka_classpath, resolve_mm2_classpath  # noqa: E402
+from mirrorline.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES  # noqa: E402
+from mirrorline.localkafka.manager import LocalKafka  # noqa: E402
+
+PARTITIONS = 12
+ENGINES = {"mm2": [], "mirrorline": [], "mirrorline-records": ["batch.forwarding.enabled = false"]}
+
+
+@dataclass
+class LatencyRun:
+    """One engine at one rate."""
+
+    engine: str
+    rate_mb_s: float
+    attempt: int
+    records: int = 0
+    expected: int = 0
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    p999_ms: float | None = None
+    cpu_s: float | None = None
+    load_peak: float = 0.0
+    flagged: bool = False
+    samples: list[float] = field(default_factory=list, repr=False)
+
+
+def properties(alias: str, a: str, b: str, topic: str, tasks: int, extra: list[str]) -> str:
+    return "\n".join(["# written by tests/benchmarks/bench_latency.py", f"clusters = {alias}, B",
+                      f"{alias}.bootstrap.servers = {a}", f"B.bootstrap.servers = {b}", f"{alias}->B.enabled = true",
+                      f"{alias}->B.topics = {topic}", f"{alias}->B.tasks.max = {tasks}",
+                      *(f"{alias}->B.{line}" for line in extra), SINGLE_BROKER_MM2_PROPERTIES])
+
+
+def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp: Path, attempt: int) -> LatencyRun:
+    """One latency run (module docstring)."""
+    topic = f"lat-{uuid.uuid4().hex[:6]}"
+    create_topics(a, [topic], PARTITIONS)
+    props = tmp / f"{alias}.properties"
+    props.write_text(properties(alias, a, b, topic, args.tasks, ENGINES[engine]))
+    command = engine_command("mm2" if engine == "mm2" else "mirrorline", props)
+    running = Engine(command, tmp / f"{alias}-{engine}.log", name=engine)
+    consumer = Consumer({"bootstrap.servers": b, "group.id": f"lat-{uuid.uuid4().hex[:6]}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "topic.metadata.refresh.interval.ms": 1000, "fetch.wait.max.ms": 10})
+    producer = Producer({"bootstrap.servers": a, "linger.ms": 0, "acks": "1",
+                         "queue.buffering.max.messages": 1_000_000})
+    result = LatencyRun(engine, rate_mb_s, attempt)
+    watch = LoadWatch()
+    try:
+        remote = f"{alias}.{topic}"
+        consumer.subscribe([remote])
+        deadline = time.monotonic() + 180
+        warm = False
+        while not warm:  # the engine runs and has created the remote topic once a first record arrives
+            running.check_alive()
+            producer.produce(topic, b"warm-up", partition=0)
+            producer.flush(5)
+            end = time.monotonic() + 2
+            while time.monotonic() < end and not warm:
+                message = consumer.poll(0.2)
+                warm = message is not None and message.error() is None
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{engine}: nothing mirrored within 180 s")
+        time.sleep(3)
+        while consumer.poll(0.1) is not None:  # drain the warm-up records
+            pass
+        value = os.urandom(args.record_size)
+        per_second = rate_mb_s * 1e6 / args.record_size
+        total = int(per_second * args.seconds)
+        samples: list[float] = []
+        stop = threading.Event()
+
+        def consume() -> None:
+            while True:
+                messages = consumer.consume(1000, 0.2)
+                now = time.time() * 1000
+                for message in messages:
+                    if message.error() is None and message.value() == value:
+                        samples.append(now - message.timestamp()[1])
+                if stop.is_set() and (len(samples) >= total or time.monotonic() > drain_deadline):
+                    return
+
+        drain_deadline = float("inf")
+        reader = threading.Thread(target=consume)
+        reader.start()
+        cpu0 = running.cpu_s()
+        start = time.perf_counter()
+        sent, next_load = 0, 0.0
+        while sent < total:
+            elapsed = time.perf_counter() - start
+            if elapsed >= next_load:
+                watch.sample()
+                next_load += 5
+            due = min(total, int(elapsed * per_second) + 1)
+            while sent < due:
+                try:
+                    producer.produce(topic, value, partition=sent % PARTITIONS)
+                    sent += 1
+                except BufferError:
+                    producer.poll(0.01)
+            producer.poll(0)
+            running.check_alive()
+            time.sleep(0.001)
+        producer.flush(60)
+        drain_deadline = time.monotonic() + 30
+        stop.set()
+        reader.join()
+        result.cpu_s = running.cpu_s() - cpu0
+        watch.sample()
+        samples.sort()
+        result.samples = samples
+        result.records, result.expected = len(samples), total
+        result.p50_ms, result.p99_ms, result.p999_ms = (percentile(samples, q) for q in (0.5, 0.99, 0.999))
+        result.load_peak = watch.peak
+        result.flagged = result.load_peak > args.max_load
+        if len(samples) < total:
+            log(f"    warning: {engine} saw {len(samples)} of {total} records within 30 s of the last write")
+        return result
+    finally:
+        consumer.close()
+        running.stop()
+
+
+def print_table(runs: list[LatencyRun]) -> None:
+    head = (f"{'MB/s':>5} {'engine':<19} {'try':>3} {'records':>9} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} "
+            f"{'CPU s':>7} {'load':>5}")
+    log(head)
+    log("-" * len(head))
+    for r in runs:
+        def fmt(v):
+            return f"{v:.1f}" if v is not None else "-"
+        log(f"{r.rate_mb_s:>5g} {r.engine:<19} {r.attempt:>3} {r.records:>9} {fmt(r.p50_ms):>8} {fmt(r.p99_ms):>8} "
+            f"{fmt(r.p999_ms):>9} {fmt(r.cpu_s):>7} {r.load_peak:>5.1f}"
+            + ("  <-- taken above --max-load: not trustworthy" if r.flagged else ""))
+
+
+def plot(runs: list[LatencyRun], out: Path) -> list[Path]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    final = {}
+    for r in runs:  # the last attempt of each engine and rate
+        final[(r.rate_mb_s, r.engine)] = r
+    rates = sorted({rate for rate, _ in final})
+    written = []
+    figure, axes = plt.subplots(1, len(rates), figsize=(5 * len(rates), 4), squeeze=False)
+    for axis, rate in zip(axes[0], rates):
+        for (r_rate, engine), r in sorted(final.items()):
+            if r_rate != rate or not r.samples:
+                continue
+            xs = r.samples
+            ys = [(i + 1) / len(xs) for i in range(len(xs))]
+            axis.plot(xs, ys, label=f"{engine}" + (" (loaded)" if r.flagged else ""),
+                      linestyle="--" if engine == "mm2" else "-")
+        axis.set_xscale("log")
+        axis.set_xlabel("arrival on B - CreateTime (ms, log scale)")
+        axis.set_ylabel("fraction of records")
+        axis.set_title(f"{rate:g} MB/s of {PARTITIONS}-partition 1000 B records")
+        axis.grid(True, which="both", alpha=0.3)
+        axis.legend()
+    figure.tight_layout()
+    path = out / "latency-cdf.png"
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    written.append(path)
+
+    figure, axis = plt.subplots(figsize=(6.4, 4.2))
+    for engine in sorted({e for _, e in final}):
+        points = [(rate, final[(rate, engine)].p99_ms) for rate in rates
+                  if (rate, engine) in final and final[(rate, engine)].p99_ms is not None]
+        axis.plot([p for p, _ in points], [v for _, v in points], marker="o", label=engine,
+                  linestyle="--" if engine == "mm2" else "-")
+    axis.set_xlabel("rate (MB/s)")
+    axis.set_ylabel("p99 latency (ms)")
+    axis.set_title("p99 end-to-end latency")
+    axis.grid(True, alpha=0.3)
+    axis.legend()
+    figure.tight_layout()
+    path = out / "latency-p99.png"
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rates", default="1,10,30", help="comma list of MB/s")
+    parser.add_argument("--seconds", type=float, default=300.0, help="length of each measured run")
+    parser.add_argument("--engines", default=",".join(ENGINES), help=f"comma list of {', '.join(ENGINES)}")
+    parser.add_argument("--tasks", type=int, default=2, help="tasks.max (both engines)")
+    parser.add_argument("--record-size", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=2, help="extra attempts for a run taken above --max-load")
+    parser.add_argument("--max-load", type=float, default=DEFAULT_MAX_LOAD)
+    parser.add_argument("--allow-load", action="store_true", help="measure even above --max-load (flagged)")
+    parser.add_argument("--out", type=Path, default=Path("bench-latency-out"))
+    args = parser.parse_args(argv)
+    engines = [e for e in args.engines.split(",") if e]
+    unknown = [e for e in engines if e not in ENGINES]
+    if unknown:
+        parser.error(f"unknown engine: {', '.join(unknown)}")
+    rates = [float(r) for r in args.rates.split(",") if r]
+    refuse_if_loaded(args.max_load, args.allow_load)
+    stop_cleanly_on_sigterm()
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    tmp = Path(tempfile.mkdtemp(prefix="mirrorline-bench-latency-"))
+    manager = LocalKafka(tmp / "kafka", _base_port())
+    runs: list[LatencyRun] = []
+    try:
+        log(f"Apache Kafka {KAFKA_VERSION}; {load_banner(args.max_load)}; state under {tmp}")
+        resolve_kafka_classpath()
+        if "mm2" in engines:
+            resolve_mm2_classpath()
+        clusters = manager.start(["A", "B"])
+        a, b = (c.spec.bootstrap_servers for c in clusters)
+        count = 0
+        for rate in rates:
+            for engine in engines:
+                for attempt in range(1, args.repeats + 2):
+                    count += 1
+                    log(f"[{rate:g} MB/s] {engine}, attempt {attempt}; {load_banner(args.max_load)}")
+                    run = measure(engine, f"L{count}", a, b, rate, args, tmp, attempt)
+                    runs.append(run)
+                    log(f"    p50 {run.p50_ms:.1f} ms, p99 {run.p99_ms:.1f} ms, p99.9 {run.p999_ms:.1f} ms, "
+                        f"{run.cpu_s:.1f} CPU s, peak load {run.load_peak:.1f}")
+                    if not run.flagged:
+                        break
+    finally:
+        manager.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+        (args.out / "latency-results.json").write_text(json.dumps(
+            [{k: v for k, v in asdict(r).items() if k != "samples"} for r in runs], indent=2))
+
+    log("")
+    log(f"=== end-to-end latency at fixed rates, {args.record_size} B records, {PARTITIONS} partitions, "
+        f"{args.seconds:g} s per run, tasks.max={args.tasks} (Kafka {KAFKA_VERSION}) ===")
+    log(load_banner(args.max_load))
+    print_table(runs)
+    for path in plot(runs, args.out):
+        log(f"plot: {path}")
+    if any(r.flagged for r in runs):
+        log(f"some runs stayed above load {args.max_load} after {args.repeats} repeats: re-run on a quiet machine")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,82 @@
+"""Incremental fetch sessions against a real broker: every record read once, in order, and idle fetches
+name no partition.
+
+An aiokafka consumer with :func:`use_fetch_sessions` reads a 40-partition topic that librdkafka
+(confluent-kafka, an independent client) filled, goes idle, reads a second round written while it
+waited, and is seeked back: it must read exactly the records librdkafka wrote, partition by
+partition in offset order, while its requests after the first name only partitions whose offset
+moved. A mirror over the same topic (test_mirror_source.py and the rest of this directory) runs on
+sessions too, since every MirrorSource task uses them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from confluent_kafka import Producer
+
+from mirrorline.connectors.source_mirror.fetch_sessions import use_fetch_sessions
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 40
+
+
+def produce(bootstrap: str, topic: str, per_partition: int, tag: str) -> dict[int, list[bytes]]:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    written: dict[int, list[bytes]] = {}
+    for p in range(PARTITIONS):
+        for i in range(per_partition):
+            value = f"{tag}-{p}-{i}".encode()
+            producer.produce(topic, value, partition=p)
+            written.setdefault(p, []).append(value)
+    assert producer.flush(30) == 0
+    return written
+
+
+async def read(consumer: AIOKafkaConsumer, expected: int, timeout: float = 30.0) -> dict[int, list[bytes]]:
+    got: dict[int, list[bytes]] = {}
+    deadline = asyncio.get_running_loop().time() + timeout
+    while sum(map(len, got.values())) < expected:
+        assert asyncio.get_running_loop().time() < deadline, f"read {sum(map(len, got.values()))} of {expected}"
+        for tp, records in (await consumer.getmany(timeout_ms=500)).items():
+            got.setdefault(tp.partition, []).extend(r.value for r in records)
+    return got
+
+
+async def test_a_consumer_on_fetch_sessions_reads_everything_once_and_idles_cheaply(cluster_a, make_topic):
+    topic = await make_topic(cluster_a, PARTITIONS)
+    first = await asyncio.to_thread(produce, cluster_a.bootstrap_servers, topic, 5, "first")
+    consumer = AIOKafkaConsumer(bootstrap_servers=cluster_a.bootstrap_servers, enable_auto_commit=False,
+                                auto_offset_reset="earliest", fetch_max_wait_ms=100)
+    await consumer.start()
+    try:
+        sessions = use_fetch_sessions(consumer)
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        consumer.assign(tps)
+        assert await read(consumer, 5 * PARTITIONS) == first
+
+        # idle: the broker holds the session; once the new positions are sent, requests name no partition
+        assert (await consumer.getmany(timeout_ms=1000)) == {}
+        sent = sessions.counters["partitions_sent"]
+        incremental = sessions.counters["incremental"]
+        assert (await consumer.getmany(timeout_ms=1500)) == {}
+        assert sessions.counters["incremental"] > incremental
+        assert sessions.counters["partitions_sent"] == sent
+        assert sessions.counters["full"] == 1
+
+        # records written meanwhile: read once each, in order
+        second = await asyncio.to_thread(produce, cluster_a.bootstrap_servers, topic, 3, "second")
+        assert await read(consumer, 3 * PARTITIONS) == second
+        assert sessions.counters["partitions_sent"] - sent <= 4 * PARTITIONS  # only partitions that moved
+
+        # a seek back on a few partitions is seen by the broker's session
+        for p in range(0, PARTITIONS, 10):
+            consumer.seek(TopicPartition(topic, p), 0)
+        again = await read(consumer, 4 * 8)
+        assert again == {p: first[p] + second[p] for p in range(0, PARTITIONS, 10)}
+        assert sessions.counters["resets"] == 0
+    finally:
+        await consumer.stop()

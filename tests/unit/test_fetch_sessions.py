@@ -1,0 +1,141 @@
+"""Incremental fetch sessions (KIP-227) under an aiokafka consumer's client, against a fake broker node.
+
+The fake ``send`` decodes nothing: it sees the request struct aiokafka's connection would encode
+(built at Fetch v11) and answers as a broker with sessions does. What is checked: the first fetch
+opens a session with every partition, later ones name only partitions whose offset changed and
+forget the dropped ones, epochs count up, and a refused session or a failed send starts over with
+a full fetch without the fetcher seeing the refusal. tests/integration/mirror/test_fetch_sessions_real.py
+runs the same against a real broker.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from aiokafka.errors import KafkaConnectionError
+from aiokafka.protocol.fetch import FetchRequest, FetchRequest_v4, FetchRequest_v11
+
+from mirrorline.connectors.source_mirror.fetch_sessions import use_fetch_sessions
+
+
+class FakeNode:
+    """Records the built requests and answers them; ``answers`` queues special answers."""
+
+    def __init__(self, version=FetchRequest_v11):
+        self.version = version
+        self.sent = []
+        self.answers = []
+
+    async def send(self, node_id, request, **kwargs):
+        struct = request.build(self.version)
+        self.sent.append(struct)
+        if self.answers:
+            answer = self.answers.pop(0)
+            if isinstance(answer, BaseException):
+                raise answer
+            return answer
+        session_id = getattr(struct, "session_id", 0)
+        return SimpleNamespace(error_code=0, session_id=session_id or 77, topics=[])
+
+
+def consumer_on(node: FakeNode):
+    client = SimpleNamespace(send=node.send)
+    return SimpleNamespace(_client=client, _fetcher=object())
+
+
+def fetch(offsets: dict[tuple[str, int], int]) -> FetchRequest:
+    topics: dict[str, list] = {}
+    for (topic, partition), offset in offsets.items():
+        topics.setdefault(topic, []).append((partition, offset, 1048576))
+    return FetchRequest(500, 1, 52428800, 1, list(topics.items()))
+
+
+def named(struct) -> dict[tuple[str, int], int]:
+    return {(topic, p[0]): p[2] for topic, partitions in struct.topics for p in partitions}
+
+
+async def test_first_fetch_opens_a_session_and_idle_fetches_name_no_partition():
+    node = FakeNode()
+    consumer = consumer_on(node)
+    sessions = use_fetch_sessions(consumer)
+    everything = {("t", p): 0 for p in range(1000)}
+    await consumer._client.send(1, fetch(everything))
+    first = node.sent[-1]
+    assert (first.session_id, first.session_epoch) == (0, 0) and len(named(first)) == 1000
+    for epoch in (1, 2, 3):
+        await consumer._client.send(1, fetch(everything))
+        idle = node.sent[-1]
+        assert (idle.session_id, idle.session_epoch) == (77, epoch)
+        assert named(idle) == {} and idle.forgotten_topics_data == []
+    assert sessions.counters["partitions_sent"] == 1000
+
+
+async def test_changed_offsets_are_sent_and_dropped_partitions_forgotten():
+    node = FakeNode()
+    consumer = consumer_on(node)
+    use_fetch_sessions(consumer)
+    await consumer._client.send(1, fetch({("a", 0): 5, ("a", 1): 9, ("b", 0): 0}))
+    await consumer._client.send(1, fetch({("a", 0): 7, ("a", 1): 9, ("c", 3): 2}))
+    struct = node.sent[-1]
+    assert named(struct) == {("a", 0): 7, ("c", 3): 2}
+    assert struct.forgotten_topics_data == [("b", [0])]
+    await consumer._client.send(1, fetch({("a", 0): 7, ("a", 1): 9, ("c", 3): 2}))
+    assert named(node.sent[-1]) == {} and node.sent[-1].forgotten_topics_data == []
+
+
+async def test_a_refused_session_is_fetched_again_in_full_at_once():
+    node = FakeNode()
+    consumer = consumer_on(node)
+    sessions = use_fetch_sessions(consumer)
+    offsets = {("t", 0): 3, ("t", 1): 4}
+    await consumer._client.send(1, fetch(offsets))
+    node.answers.append(SimpleNamespace(error_code=70, session_id=0, topics=[]))  # FETCH_SESSION_ID_NOT_FOUND
+    response = await consumer._client.send(1, fetch(offsets))
+    refused, again = node.sent[-2:]
+    assert refused.session_id == 77 and named(refused) == {}
+    assert (again.session_id, again.session_epoch) == (0, 0) and named(again) == offsets
+    assert response.error_code == 0 and sessions.counters["resets"] == 1
+
+
+async def test_a_failed_send_starts_over_with_a_full_fetch():
+    node = FakeNode()
+    consumer = consumer_on(node)
+    use_fetch_sessions(consumer)
+    offsets = {("t", 0): 3}
+    await consumer._client.send(1, fetch(offsets))
+    node.answers.append(KafkaConnectionError("gone"))
+    with pytest.raises(KafkaConnectionError):
+        await consumer._client.send(1, fetch(offsets))
+    await consumer._client.send(1, fetch(offsets))
+    assert (node.sent[-1].session_id, node.sent[-1].session_epoch) == (0, 0) and named(node.sent[-1]) == offsets
+
+
+async def test_a_broker_without_sessions_gets_full_fetches():
+    node = FakeNode(FetchRequest_v4)
+    consumer = consumer_on(node)
+    use_fetch_sessions(consumer)
+    offsets = {("t", 0): 3, ("t", 1): 1}
+    for _ in range(3):
+        await consumer._client.send(1, fetch(offsets))
+        assert {(t, p[0]): p[1] for t, parts in node.sent[-1].topics for p in parts} == offsets
+
+
+async def test_a_broker_that_keeps_no_session_gets_full_fetches():
+    node = FakeNode()
+    node.send_original = node.send
+
+    async def no_session(node_id, request, **kwargs):
+        await node.send_original(node_id, request)
+        return SimpleNamespace(error_code=0, session_id=0, topics=[])
+
+    consumer = SimpleNamespace(_client=SimpleNamespace(send=no_session), _fetcher=object())
+    use_fetch_sessions(consumer)
+    offsets = {("t", 0): 3}
+    for _ in range(2):
+        await consumer._client.send(1, fetch(offsets))
+        assert (node.sent[-1].session_id, node.sent[-1].session_epoch) == (0, 0) and named(node.sent[-1]) == offsets
+
+
+def test_a_stand_in_consumer_gets_no_sessions():
+    assert use_fetch_sessions(SimpleNamespace()) is None
