@@ -39,11 +39,13 @@ async def test_cancelled_backfill_hands_over_what_it_copied(cluster_a, cluster_b
               "offset.storage.file.filename": str(tmp_path / "offsets.json")}
     async with running_standalone(worker) as url, Rest(url) as rest:
         assert (await rest.call("POST", "/connectors", mirror_connector("m", topic, cluster_a, cluster_b)))[0] == 201
-        job = {"job.class": "backfill", "connector": "m", **SPARK, "backfill.max.records.per.second": "1500"}
+        # 400 records/s per Spark task: the cancel (which takes Spark a few seconds on a loaded machine)
+        # lands long before the 24,000 records are copied (1500/s once let a slow cancel arrive too late)
+        job = {"job.class": "backfill", "connector": "m", **SPARK, "backfill.max.records.per.second": "400"}
         assert (await rest.call("POST", "/jobs", {"name": "bf", "config": job}))[0] == 201
         for _ in range(1500):
             copied = await target_total(cluster_b.bootstrap_servers, remote, partitions)
-            if copied >= total * 0.2:
+            if copied >= total * 0.1:
                 break
             await asyncio.sleep(0.2)
         status, body = await rest.call("DELETE", "/jobs/bf")
