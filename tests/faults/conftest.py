@@ -4,7 +4,8 @@ Each scenario runs a ``mirrorline distributed`` worker group (real processes, in
 on the target as MM2 keeps them) mirroring topics of cluster A to cluster B while a
 :class:`~support.faults.LoadGenerator` writes to A, injects its fault, waits for
 the mirror to catch up and counts, with confluent-kafka, what was lost and duplicated.
-Every scenario prints one table row and adds it to a summary printed at the end of the run.
+Every scenario prints one table row and adds it to a summary printed at the end of the run
+(by tests/conftest.py, which sees every process's reports).
 
 Slow scenarios (``faults_slow``: broker and worker crashes, ~1 min each) are skipped unless
 selected with ``-m faults_slow`` or ``MIRRORLINE_FAULTS=all`` (what ``scripts/faults`` sets).
@@ -18,9 +19,11 @@ import signal
 import pytest
 
 from fault_scenario import FLUSH_MS, HEADER, Clusters, Scenario
+from support.summary import SUMMARY_ROW
 from support.distributed import WorkerCluster
 
-_ROWS = pytest.StashKey[list]()
+
+SECTION = "fault scenarios: records lost / duplicated"
 
 
 # -- selection and reporting ---------------------------------------------------------------
@@ -42,27 +45,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.stash[_ROWS] = []
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
-    """Print every scenario's row measured in this run."""
-    rows = config.stash.get(_ROWS, [])
-    if not rows:
-        return
-    terminalreporter.section("fault scenarios: records lost / duplicated")
-    terminalreporter.write_line(HEADER)
-    for row in sorted(rows, key=lambda r: int(r.split()[0]) if r.split()[0].isdigit() else 99):
-        terminalreporter.write_line(row)
-
-
 @pytest.fixture
 def fault_report(request):
-    """``fault_report(row)``: print a scenario's row now and in the end-of-run summary."""
+    """``fault_report(row)``: print a scenario's row now and in the end-of-run summary.
+
+    The row travels in the test's report (``user_properties``), so the summary printed by
+    tests/conftest.py has it also when pytest-xdist ran the scenario in another process.
+    """
     def add(row: str) -> None:
         print(f"\n{HEADER}\n{row}")
-        request.config.stash[_ROWS].append(row)
+        request.node.user_properties.append((SUMMARY_ROW, (SECTION, HEADER, row)))
     return add
 
 

@@ -147,7 +147,10 @@ async def test_a_fresh_healthy_worker_exports_every_queried_series(cluster_a, cl
             **{"emit.checkpoints.interval.seconds": 1, "refresh.groups.interval.seconds": 1,
                "checkpoints.topic.replication.factor": 1})},
         {"name": f"{prefix}-by-topic", **flow_config(topics=wide, tasks_max=2, source_alias=topic_alias,
-                                                      **{"replication.metrics.level": "topic"})},
+                                                      **{"replication.metrics.level": "topic",
+                                                         # its one topic only, whatever heartbeats
+                                                         # topics other tests left on A
+                                                         "heartbeats.replication.enabled": "false"})},
     ]
     worker = {"bootstrap.servers": cluster_b.bootstrap_servers,
               "offset.storage.file.filename": str(tmp_path / "offsets.json")}

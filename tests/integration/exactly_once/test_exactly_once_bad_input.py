@@ -82,7 +82,10 @@ async def test_rest_refuses_exactly_once_settings_that_cannot_hold(eos_worker, f
                                        flow_config(topics=topic, tasks_max=1, exactly_once_support="REQUIRED",
                                                    transaction_boundary="Interval",
                                                    transaction_boundary_interval_ms=500,
-                                                   offsets_storage_topic=own_offsets))
+                                                   offsets_storage_topic=own_offsets,
+                                                   # only this topic's offset is expected: a heartbeats
+                                                   # topic other tests left on A stays out
+                                                   heartbeats_replication_enabled="false"))
         assert status == 201, body
         await wait_for_status(rest, name, all_running(1), timeout=90)
         assert (await rest.call("PUT", f"/connectors/{name}/fence"))[0] == 204

@@ -1,8 +1,9 @@
 """Spark fixtures shared by the Spark tests (backfill, reconcile): one embedded session, one real cluster.
 
-- ``spark``: a session-scoped ``local[2]`` SparkSession built with
-  :func:`mirrorline.spark.session.spark_session` (Kafka connector included). Only one SparkContext
-  can live in a process, so tests that need another master run the CLI in a subprocess.
+- ``spark`` (in tests/conftest.py, shared with the unit tests): a session-scoped ``local[2]``
+  SparkSession built with :func:`mirrorline.spark.session.spark_session` (Kafka connector
+  included). Only one SparkContext can live in a process, so tests that need another master run
+  the CLI in a subprocess.
 - ``spark_standalone``: a real Spark standalone cluster started from the pyspark package on
   loopback — a master and two workers of one core each
   (:class:`mirrorline.spark.standalone.StandaloneCluster`); the value is the cluster, whose
@@ -38,18 +39,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("spark_slow") is not None:
             item.add_marker(skip)
-
-
-@pytest.fixture(scope="session")
-def spark():
-    """A ``local[2]`` SparkSession for the whole test session."""
-    pytest.importorskip("pyspark")
-    from mirrorline.spark.session import spark_session
-
-    session = spark_session({"spark.master": "local[2]", "spark.app.name": "mirrorline-tests",
-                             "spark.ui.enabled": "false", "spark.driver.memory": "1g"})
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,6 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql.types import (  # noqa: E402
     ArrayType,
     BinaryType,
@@ -37,20 +36,6 @@ SCHEMA = StructType([
     StructField("timestamp", TimestampType()),
 ])
 EPOCH = dt.datetime(2024, 1, 1)
-
-
-@pytest.fixture(scope="module")
-def spark():
-    """A small local session of this module's own (one already running in this process is reused, not stopped)."""
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        yield active
-        return
-    session = (SparkSession.builder.master("local[1]").appName("reconcile-unit")
-               .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
-               .config("spark.sql.session.timeZone", "UTC").getOrCreate())
-    yield session
-    session.stop()
 
 
 def frame(spark, rows):
