@@ -10,14 +10,8 @@ that message in its trace and, with ``restart.on.failure.enable``, restarts it w
 
 from __future__ import annotations
 
-from aiokafka import TopicPartition
-from aiokafka.errors import (
-    NoOffsetForPartitionError,
-    RecordTooLargeError,
-    TopicAuthorizationFailedError,
-)
-
-from mirrorline.api import ConnectError
+from mirrorline.api import (ConnectError, NoOffsetForPartitionError, RecordTooLargeError, TopicAuthorizationFailedError,
+                            TopicPartition)
 
 
 class SourceReadError(ConnectError):
@@ -54,10 +48,6 @@ def read_error_message(cause: BaseException, positions: dict[TopicPartition, int
                   f"e.g. kafka-acls.sh --add --allow-principal {who} --operation Read --topic {topics}), "
                   f"or exclude the topic from the connector's topics")
     elif isinstance(cause, RecordTooLargeError):
-        try:  # aiokafka passes a %-format string and its arguments
-            reason = str(cause.args[0] % cause.args[1:])
-        except (IndexError, TypeError, ValueError):
-            pass
         cause_text = f"a record is larger than the source consumer's fetch size ({reason})"
         remedy = "Raise source.consumer.max.partition.fetch.bytes above the record's size"
     elif isinstance(cause, NoOffsetForPartitionError):

@@ -19,28 +19,13 @@ from __future__ import annotations
 
 from collections import Counter
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-
-
-def fetch_position(consumer: AIOKafkaConsumer, tp: TopicPartition) -> int | None:
-    """The consumer's position on ``tp`` now (None while unknown), without waiting.
-
-    aiokafka's ``position()`` is a coroutine that waits for a pending reset; the watchdog needs the
-    current value synchronously, which the assignment state holds.
-    """
-    try:
-        state = consumer._subscription.subscription.assignment.state_value(tp)
-    except AttributeError:  # not assigned (yet, or any more)
-        return None
-    if state is None or not state.has_valid_position:
-        return None
-    return state.position
+from mirrorline.api import Consumer, TopicPartition
 
 
 class PendingRecords:
     """Counts, per partition, the records still to copy (see the module docstring)."""
 
-    def __init__(self, consumer: AIOKafkaConsumer, read_committed: bool):
+    def __init__(self, consumer: Consumer, read_committed: bool):
         self._consumer = consumer
         self._read_committed = read_committed
         self._unacknowledged: Counter[TopicPartition] = Counter()
@@ -65,14 +50,15 @@ class PendingRecords:
 
     def of(self, tp: TopicPartition) -> int | None:
         """Records of ``tp`` still to copy (None while its end or position is unknown)."""
-        end, position = self.end(tp), fetch_position(self._consumer, tp)
+        # fetch_position, not position(): that waits for a pending reset, the watchdog needs the value now
+        end, position = self.end(tp), self._consumer.fetch_position(tp)
         if end is None or position is None:
             return None
         return max(0, end - position) + self._unacknowledged[tp]
 
     def total(self, partitions: list[TopicPartition]) -> int | None:
         """Over ``partitions`` (those assigned now); None while none is known."""
-        assigned = self._consumer.assignment()  # highwater() asserts assignment; start() may still be running
+        assigned = self._consumer.assignment()  # start() may still be running
         total, known = 0, False
         for tp in partitions:
             if tp not in assigned:

@@ -22,10 +22,8 @@ import itertools
 import logging
 import time
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaError, OffsetOutOfRangeError, RecordTooLargeError
-
-from mirrorline.api import RecordMetadata, SourceBatch, SourceRecord, SourceTask
+from mirrorline.api import (BatchFetch, FetchedBatch, KafkaError, OffsetOutOfRangeError, RecordMetadata, SourceBatch,
+                            SourceRecord, SourceTask, TopicPartition)
 
 from mirrorline.connectors.mirror_client.config import (
     CONSUMER_POLL_TIMEOUT_MS,
@@ -37,7 +35,6 @@ from mirrorline.connectors.mirror_client.config import (
 )
 from mirrorline.connectors.mirror_client.formats import source_partition
 from mirrorline.connectors.source_mirror import metrics
-from mirrorline.connectors.source_mirror.batch_capture import BatchCapture, capture_batches
 from mirrorline.connectors.source_mirror.config import (
     BATCH_FORWARDING_COALESCE_BYTES,
     BATCH_FORWARDING_ENABLED,
@@ -52,7 +49,6 @@ from mirrorline.connectors.source_mirror.offset_syncs import OffsetSyncWriter
 from mirrorline.connectors.source_mirror.partition_metrics import partition_metrics
 from mirrorline.connectors.source_mirror.pending import PendingRecords
 from mirrorline.connectors.source_mirror.positions import PositionCheck, PositionState, check_position
-from mirrorline.connectors.source_mirror.record_batches import ForwardableBatch, coalesce
 from mirrorline.connectors.source_mirror.topics import parse_assigned
 
 log = logging.getLogger(__name__)
@@ -93,7 +89,7 @@ class MirrorBatch(SourceBatch):
 
     __slots__ = ("source_offsets",)
 
-    def __init__(self, source_partition: dict, topic: str, partition: int, batch: ForwardableBatch):
+    def __init__(self, source_partition: dict, topic: str, partition: int, batch: FetchedBatch):
         super().__init__(source_partition, {"offset": batch.source_offsets[-1]}, topic, partition, batch.data,
                          batch.record_count, batch.max_timestamp)
         self.source_offsets = batch.source_offsets
@@ -127,7 +123,7 @@ class MirrorSourceTask(SourceTask):
         self._resume_after: dict[tuple[str, int], int] = {}
         user_props = client_props(config, "source", "consumer")
         self.user_offset_reset = str(user_props.get("auto.offset.reset", "earliest")).strip().lower()
-        # "none" so that aiokafka raises OffsetOutOfRangeError instead of resetting silently
+        # "none" so that the consumer raises OffsetOutOfRangeError instead of resetting silently
         # read_committed unless the user says otherwise (beyond MM2, whose consumer reads uncommitted):
         # aborted records are never mirrored, and written non-transactionally they would look committed
         # fetch.max.wait.ms 5000 unless the user says otherwise (beyond MM2, whose consumer waits 500 ms):
@@ -143,22 +139,18 @@ class MirrorSourceTask(SourceTask):
                         "consumer reads committed records only (isolation.level=read_committed)",
                         self.context.task_id, consumer_props["isolation.level"])
             consumer_props["isolation.level"] = "read_committed"
-        kwargs, ignored = self.context.clients.client_kwargs(consumer_props, "consumer")
-        if ignored:
-            log.info("Task %s: source consumer settings with no aiokafka equivalent are ignored: %s",
-                     config.get(TASK_INDEX), ignored)
-        self._principal = kwargs.get("sasl_plain_username")  # named in read errors
-        self.consumer = AIOKafkaConsumer(**kwargs)
+        self._path_reason = self._record_path_reason(parsed)
+        # forwarding whole batches: the consumer hands fetched record batches, small ones merged
+        fetch_batches = BatchFetch(parsed[BATCH_FORWARDING_COALESCE_BYTES]) if self._path_reason is None else None
+        self.consumer = self.context.clients.consumer(consumer_props, fetch_batches=fetch_batches)
+        if self.consumer.ignored_settings:
+            log.info("Task %s: source consumer settings with no meaning to the consumer are ignored: %s",
+                     config.get(TASK_INDEX), self.consumer.ignored_settings)
+        self._principal = self.consumer.principal  # named in read errors
         await self.consumer.start()
         # incremental fetches: an idle fetch no longer lists and answers every partition of the task
-        self.fetch_sessions = use_fetch_sessions(self.consumer)
-        self._pending = PendingRecords(self.consumer, read_committed=kwargs.get("isolation_level") == "read_committed")
-        self._capture: BatchCapture | None = None
-        self._coalesce_bytes = parsed[BATCH_FORWARDING_COALESCE_BYTES]
-        self._path_reason = self._record_path_reason(parsed)
-        if self._path_reason is None:
-            self._capture = capture_batches(self.consumer, read_committed=kwargs.get("isolation_level") ==
-                                            "read_committed", check_crcs=kwargs.get("check_crcs", True))
+        self.fetch_sessions = use_fetch_sessions(getattr(self.consumer, "_consumer", self.consumer))
+        self._pending = PendingRecords(self.consumer, read_committed=self.consumer.read_committed)
         try:
             await self._seek_start_positions()
         except BaseException:
@@ -185,7 +177,7 @@ class MirrorSourceTask(SourceTask):
             self._sync_sender = self.context.run_in_background(self.sync_writer.run(), "offset-syncs")
         log.info("Task %s mirrors %d partitions from %s to %s, %s", self.context.task_id, len(self.partitions),
                  self.source_alias, self.target_alias,
-                 "forwarding record batches whole (batch.forwarding.enabled)" if self._capture is not None
+                 "forwarding record batches whole (batch.forwarding.enabled)" if self._path_reason is None
                  else f"record by record ({self._path_reason})")
 
     def _record_path_reason(self, parsed: dict) -> str | None:
@@ -214,7 +206,7 @@ class MirrorSourceTask(SourceTask):
     async def _position_new_partitions(self, partitions: list[TopicPartition]) -> None:
         """Start partitions without a stored offset where the user's ``auto.offset.reset`` says."""
         if not partitions or self.user_offset_reset == "none":
-            return  # with "none", aiokafka raises NoOffsetForPartitionError at the first poll, as Kafka's does
+            return  # with "none", the consumer raises NoOffsetForPartitionError at the first poll, as Kafka's does
         seek = self.consumer.seek_to_end if self.user_offset_reset == "latest" else self.consumer.seek_to_beginning
         try:
             await asyncio.wait_for(seek(*partitions), RESET_WAIT_S)
@@ -280,7 +272,8 @@ class MirrorSourceTask(SourceTask):
                 key=f"{check.state.value}:{tp.topic}-{tp.partition}")
         if self.user_offset_reset == "none":
             # the user asked for out-of-range positions to fail, as Kafka's consumer does with "none"
-            raise OffsetOutOfRangeError({tp: check.position})
+            raise OffsetOutOfRangeError(f"source topic {tp.topic} partition {tp.partition}: offset {check.position} is "
+                                        f"out of range and auto.offset.reset is none", partitions={tp: check.position})
         self._resume_after.pop((tp.topic, tp.partition), None)
         if getattr(self, "sync_writer", None) is not None:
             self.sync_writer.forget_resume(tp.topic, tp.partition)
@@ -300,7 +293,7 @@ class MirrorSourceTask(SourceTask):
             batch = await self.consumer.getmany(timeout_ms=self.poll_timeout_ms)
         except OffsetOutOfRangeError as error:
             # records of other partitions are not lost: getmany returns them first and raises on the next call
-            await self._check_positions(dict(error.args[0]), at_start=False)
+            await self._check_positions(dict(error.partitions), at_start=False)
             return []
         except KafkaError as error:
             if error.retriable:
@@ -308,7 +301,7 @@ class MirrorSourceTask(SourceTask):
             positions = await self._positions_of(error)
             if not positions:
                 raise
-            # aiokafka's error names at most the topic; the task's status shows this message, so it
+            # the client's error names at most the partitions; the task's status shows this message, so it
             # says where the task stood and what to do
             raise SourceReadError(read_error_message(error, positions, source_alias=self.source_alias,
                                                      principal=self._principal), positions) from error
@@ -317,7 +310,7 @@ class MirrorSourceTask(SourceTask):
         batches_by_partition: list[list[MirrorBatch]] = []
         for tp, messages in batch.items():
             metric = self._metrics[tp]
-            if messages and type(messages[0]) is ForwardableBatch:
+            if messages and type(messages[0]) is FetchedBatch:
                 batches_by_partition.append(self._add_batches(tp, messages, metric, now))
                 continue
             partition = source_partition(self.source_alias, tp.topic, tp.partition)
@@ -341,11 +334,10 @@ class MirrorSourceTask(SourceTask):
                 self._metrics[tp].lag_records.set(lag)
         return records
 
-    def _add_batches(self, tp: TopicPartition, batches: list[ForwardableBatch], metric,
+    def _add_batches(self, tp: TopicPartition, batches: list[FetchedBatch], metric,
                      now: float) -> list[MirrorBatch]:
-        """One partition's fetched batches as MirrorBatches for the runtime; updates its metrics."""
+        """One partition's fetched (and merged) batches as MirrorBatches for the runtime; updates its metrics."""
         out = []
-        batches = coalesce(batches, self._coalesce_bytes)
         partition = source_partition(self.source_alias, tp.topic, tp.partition)
         remote = self.remote[tp]
         size = forwarded = rebuilt = 0
@@ -370,22 +362,11 @@ class MirrorSourceTask(SourceTask):
     async def _positions_of(self, error: KafkaError) -> dict[TopicPartition, int | None]:
         """The assigned partitions a consumer error is about, with the offsets the task was reading at.
 
-        aiokafka names them in the error's arguments: a TopicPartition, a {TopicPartition: offset}
-        dict, or only the topic (TopicAuthorizationFailedError), which then stands for every
-        assigned partition of it. Empty when the error names none.
+        The error names them (``error.partitions``), with the offset concerned where it knows it
+        (a record too large: the position has already moved past it); the others are asked of the
+        consumer. Empty when the error names none.
         """
-        found: dict[TopicPartition, int | None] = {}
-        args = error.args
-        for arg in args:
-            if isinstance(arg, TopicPartition):
-                found[arg] = None
-            elif isinstance(arg, dict):
-                found.update({tp: off for tp, off in arg.items() if isinstance(tp, TopicPartition)})
-            elif isinstance(arg, str):
-                found.update({tp: None for tp in self.partitions if tp.topic == arg})
-        if isinstance(error, RecordTooLargeError) and len(args) > 2 and isinstance(args[2], int):
-            # (message, tp, fetch offset, ...): aiokafka has already moved the position past that record
-            found = {tp: args[2] for tp in found}
+        found: dict[TopicPartition, int | None] = dict(error.partitions)
         assigned = self.consumer.assignment()
         for tp, offset in found.items():
             if offset is None and tp in assigned:

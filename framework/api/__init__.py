@@ -29,7 +29,7 @@ from mirrorline.api.connector import (
     SourceConnector,
 )
 from mirrorline.api.converters import Converter, HeaderConverter
-from mirrorline.api.clients import AclBinding, AclFilter, KafkaClients
+from mirrorline.api.clients import AclBinding, AclFilter, Admin, BatchFetch, Consumer, KafkaClients, Producer
 from mirrorline.api.context import (
     ConnectorContext,
     OffsetReader,
@@ -40,18 +40,37 @@ from mirrorline.api.context import (
 from mirrorline.api.errors import (
     AlreadyExistsError,
     BadRequestError,
+    ClusterAuthorizationFailedError,
     ConfigError,
     ConnectError,
+    CorruptRecordError,
     DataError,
     ForbiddenError,
+    GroupAuthorizationFailedError,
+    GroupNotEmptyError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    NoOffsetForPartitionError,
     NotFoundError,
+    OffsetOutOfRangeError,
     PartitionNotAvailableError,
+    ProducerFencedError,
     RebalanceInProgressError,
+    RecordTooLargeError,
     RetriableError,
+    SecurityDisabledError,
+    TopicAlreadyExistsError,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailedError,
+    UnknownTopicOrPartitionError,
 )
 from mirrorline.api.hookspecs import hookimpl, hookspec
 from mirrorline.api.jobs import (ConnectorRef, Job, JobContext, JobSettings, PartitionTarget, Progress, SourceOffsets,
                                  WriteResult)
+from mirrorline.api.kafka import (BrokerInfo, ClusterDescription, ConfigEntry, ConfigSource, ConsumerRecord,
+                                  FetchedBatch, GroupListing, NewTopic, OffsetAndMetadata, OffsetAndTimestamp,
+                                  PartitionInfo, TopicDescription)
 from mirrorline.api.launcher import Command, WorkerLauncher, WorkerSpec
 from mirrorline.api.records import ConnectorTaskId, RecordMetadata, SinkRecord, SourceBatch, SourceRecord
 from mirrorline.api.rest_extension import ClusterState, RestExtension, RestExtensionContext, RestHandler, RestRequest
@@ -74,4 +93,11 @@ __all__ = [
     "AclBinding", "AclFilter", "KafkaClients", "PluginContext",
     "ErrantRecordReporter", "SinkConnector", "SinkRecord", "SinkTask", "SinkTaskContext", "TopicPartition",
     "ConnectorTransactionBoundaries", "ExactlyOnceSupport", "TransactionContext",
+    "Admin", "BatchFetch", "Consumer", "Producer",
+    "BrokerInfo", "ClusterDescription", "ConfigEntry", "ConfigSource", "ConsumerRecord", "FetchedBatch",
+    "GroupListing", "NewTopic", "OffsetAndMetadata", "OffsetAndTimestamp", "PartitionInfo", "TopicDescription",
+    "ClusterAuthorizationFailedError", "CorruptRecordError", "GroupAuthorizationFailedError", "GroupNotEmptyError",
+    "KafkaConnectionError", "KafkaError", "KafkaTimeoutError", "NoOffsetForPartitionError", "OffsetOutOfRangeError",
+    "ProducerFencedError", "RecordTooLargeError", "SecurityDisabledError", "TopicAlreadyExistsError",
+    "TopicAuthorizationFailedError", "TransactionalIdAuthorizationFailedError", "UnknownTopicOrPartitionError",
 ]

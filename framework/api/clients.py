@@ -1,28 +1,42 @@
 """Kafka clients as the contract offers them to plugins: ``context.clients`` and ``launcher.clients``.
 
-Connectors talk to Kafka with aiokafka's clients, but they never build client settings, producers or
-admin requests the runtime already knows how to make: they ask :class:`KafkaClients`, which the
-runtime implements (``mirrorline.clients``) and hands out on every context
+A plugin talks to Kafka only through :class:`KafkaClients`, which the runtime implements
+(``mirrorline.clients``) and hands out on every context
 (:attr:`~mirrorline.api.context.PluginContext.clients`) and on the
-:class:`~mirrorline.api.launcher.WorkerLauncher` given to CLI commands. A test may hand a plugin its
-own implementation (``mirrorline.testing.plugin_kit`` does).
+:class:`~mirrorline.api.launcher.WorkerLauncher` given to CLI commands. It builds an
+:class:`Admin`, a :class:`Consumer` or a :class:`Producer` from Java-style client settings
+(``bootstrap.servers``, ``security.protocol``, ``ssl.*``, ``sasl.*``, ``isolation.level``...); a
+test may hand a plugin its own implementation (``mirrorline.testing.plugin_kit`` does).
 
-What lives here is interface and data: the :class:`KafkaClients` methods, and the ACL types
-(:class:`AclBinding`, :class:`AclFilter` and Kafka's numeric codes) that its ACL methods take and
-return. Errors raised are aiokafka's error classes (``aiokafka.errors``) or the ones in
-:mod:`mirrorline.api.errors`.
+Everything they take and return is mirrorline's: partitions, topics, offsets and fetched batches
+from :mod:`mirrorline.api.kafka`, records typed by the
+:class:`~mirrorline.api.kafka.ConsumerRecord` protocol, the ACL types below (:class:`AclBinding`,
+:class:`AclFilter` and Kafka's numeric codes). What they raise is a
+:class:`~mirrorline.api.errors.KafkaError` (a :class:`~mirrorline.api.errors.ConnectError`), one
+of its subclasses in :mod:`mirrorline.api.errors`, or :class:`~mirrorline.api.errors.ConfigError`
+for settings that are wrong before any connection. Which Kafka client library runs underneath is
+the runtime's business: no plugin imports it.
+
+Every client is made unstarted: ``await client.start()`` (or ``async with client:``) connects it,
+``stop()`` / ``close()`` releases it.
 """
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
+from mirrorline.api.kafka import (ClusterDescription, ConfigEntry, ConsumerRecord, FetchedBatch, GroupListing,
+                                  NewTopic, OffsetAndMetadata, OffsetAndTimestamp, TopicDescription, TopicPartition)
+from mirrorline.api.records import RecordMetadata
+
 __all__ = [
-    "AclBinding", "AclFilter", "AclOperation", "AclPermissionType", "KafkaClients", "PatternType", "ResourceType",
+    "AclBinding", "AclFilter", "AclOperation", "AclPermissionType", "Admin", "BatchFetch", "Consumer", "KafkaClients",
+    "PatternType", "Producer", "ResourceType",
 ]
 
 class ResourceType(IntEnum):
@@ -119,32 +133,264 @@ class AclFilter:
                    binding.host, binding.operation, binding.permission_type)
 
 
-class KafkaClients(ABC):
-    """Builds Kafka clients from Java-style client settings and runs the admin requests MM2 needs.
+class _Client(ABC):
+    """What every client has: a start, a stop, ``async with``, and what its settings meant."""
 
-    Settings are Kafka's own names (``bootstrap.servers``, ``security.protocol``, ``ssl.*``,
-    ``sasl.*``, ``acks``...) as strings or parsed values. Admin methods take an aiokafka
-    ``AIOKafkaAdminClient`` that has been started; partitions are aiokafka ``TopicPartition``.
+    #: Settings given that mean nothing to this kind of client (logged by the caller if it cares).
+    ignored_settings: list[str]
+    #: The SASL user name the client logs in as (None without SASL): for messages naming the principal.
+    principal: str | None
+
+    @abstractmethod
+    async def start(self) -> None:
+        """Connect (bootstrap): :class:`~mirrorline.api.errors.KafkaConnectionError` when no broker answers."""
+
+    @abstractmethod
+    async def stop(self) -> None:
+        """Release connections and background work; the client cannot be started again."""
+
+    async def __aenter__(self):
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.stop()
+
+
+class Admin(_Client):
+    """An admin client of one cluster (Java's ``Admin``, the calls MM2 and Connect make).
+
+    ``close()`` is ``stop()``. Topics that do not exist are never created by asking about them.
+    """
+
+    async def close(self) -> None:
+        """The same as :meth:`stop`."""
+        await self.stop()
+
+    @abstractmethod
+    async def list_topics(self) -> list[str]:
+        """Every topic's name, internal ones (``__consumer_offsets``) included."""
+
+    @abstractmethod
+    async def describe_topics(self, topics: Iterable[str] | None = None) -> list[TopicDescription]:
+        """``topics`` (every topic when None) with their partitions; a topic the broker could not
+        describe comes back with its ``error`` (e.g. UnknownTopicOrPartitionError), not raised."""
+
+    @abstractmethod
+    async def create_topics(self, topics: Iterable[NewTopic], timeout_ms: int = 30_000) -> dict[str, Any]:
+        """Create ``topics``; ``{name: None}`` for each created, ``{name: error}`` (a
+        :class:`~mirrorline.api.errors.KafkaError`, e.g. ``TopicAlreadyExistsError``, with the
+        broker's message) for each refused. Partitions or replication factor ``-1``: the broker's default."""
+
+    @abstractmethod
+    async def create_partitions(self, new_totals: Mapping[str, int]) -> None:
+        """Grow each topic to the given total partition count; raises the broker's error for the first
+        topic refused (``InvalidPartitionsError``-like, code 37, when it has that many already)."""
+
+    @abstractmethod
+    async def describe_topic_configs(self, topics: Iterable[str]) -> dict[str, list[ConfigEntry]]:
+        """Every config of each topic (DescribeConfigs); topics the broker answered with an error are left out."""
+
+    @abstractmethod
+    async def incremental_alter_configs(self, topic: str, set_configs: Mapping[str, str],
+                                        delete_configs: Iterable[str] = ()) -> None:
+        """Set and/or delete configs of ``topic`` without touching any other config (IncrementalAlterConfigs)."""
+
+    @abstractmethod
+    async def describe_cluster(self) -> ClusterDescription:
+        """The cluster's id, controller and brokers."""
+
+    @abstractmethod
+    async def list_consumer_groups(self) -> list[GroupListing]:
+        """Every group the brokers coordinate."""
+
+    @abstractmethod
+    async def list_consumer_group_offsets(self, group: str, partitions: Iterable[TopicPartition] | None = None
+                                          ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The committed offsets of ``group`` (only ``partitions`` if given; ``-1`` offset: none)."""
+
+    @abstractmethod
+    async def describe_consumer_group_state(self, group: str) -> str:
+        """The state of ``group`` as the broker names it: "Empty", "Stable", ..., "Dead" when it does not exist."""
+
+    @abstractmethod
+    async def alter_consumer_group_offsets(self, group: str,
+                                           offsets: Mapping[TopicPartition, int | tuple[int, str]]) -> None:
+        """Set committed offsets of ``group`` (partition -> offset or ``(offset, metadata)``) as an admin would.
+
+        The broker accepts it only while the group has no active members; otherwise
+        :class:`~mirrorline.api.errors.GroupNotEmptyError` is raised.
+        """
+
+    @abstractmethod
+    async def delete_consumer_group_offsets(self, group: str, partitions: Iterable[TopicPartition]) -> None:
+        """Delete the committed offsets of ``group`` for ``partitions`` (OffsetDelete);
+        :class:`~mirrorline.api.errors.GroupNotEmptyError` while a member reads those topics."""
+
+    @abstractmethod
+    async def describe_acls(self, acl_filter: AclFilter = AclFilter()) -> list[AclBinding]:
+        """The ACLs ``acl_filter`` matches. Needs DESCRIBE on the cluster (else
+        ``ClusterAuthorizationFailedError``; ``SecurityDisabledError`` when the cluster has no authorizer)."""
+
+    @abstractmethod
+    async def create_acls(self, bindings: Iterable[AclBinding]) -> list[tuple[AclBinding, Exception]]:
+        """Create ``bindings``; returns the ones refused, with the error. Needs ALTER on the cluster
+        (else ``ClusterAuthorizationFailedError`` is raised at the first binding)."""
+
+
+class Consumer(_Client):
+    """A consumer of assigned partitions (no group: it never commits), positioned by ``seek``.
+
+    Partitions are :class:`~mirrorline.api.kafka.TopicPartition`. ``getmany`` returns the Kafka
+    client's own record objects (the :class:`~mirrorline.api.kafka.ConsumerRecord` protocol),
+    uncopied; a consumer made with ``fetch_batches`` returns
+    :class:`~mirrorline.api.kafka.FetchedBatch` items instead (see :meth:`KafkaClients.consumer`).
+    """
+
+    #: Whether it reads committed records only (``isolation.level=read_committed``).
+    read_committed: bool
+
+    @abstractmethod
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Read exactly ``partitions`` from now on; each starts where ``auto.offset.reset`` says
+        unless :meth:`seek` places it."""
+
+    @abstractmethod
+    def assignment(self) -> set[TopicPartition]:
+        """The partitions assigned now."""
+
+    @abstractmethod
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        """Read ``partition`` from ``offset`` at the next fetch."""
+
+    @abstractmethod
+    async def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        """Move the partitions (every assigned one if none given) to their log start."""
+
+    @abstractmethod
+    async def seek_to_end(self, *partitions: TopicPartition) -> None:
+        """Move the partitions (every assigned one if none given) to their end."""
+
+    @abstractmethod
+    async def position(self, partition: TopicPartition) -> int:
+        """The offset of the next record to fetch, waiting for a pending reset to resolve it."""
+
+    @abstractmethod
+    def fetch_position(self, partition: TopicPartition) -> int | None:
+        """The offset of the next record to fetch now, without waiting: None while not known or not assigned."""
+
+    @abstractmethod
+    def highwater(self, partition: TopicPartition) -> int | None:
+        """The partition's high watermark as of the last fetch (None before one)."""
+
+    @abstractmethod
+    def last_stable_offset(self, partition: TopicPartition) -> int | None:
+        """The partition's last stable offset as of the last fetch (read_committed consumers; None before one)."""
+
+    @abstractmethod
+    async def getmany(self, *partitions: TopicPartition, timeout_ms: int = 0,
+                      max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord | FetchedBatch]]:
+        """What was fetched since the last call (of ``partitions`` only, if given), waiting up to
+        ``timeout_ms`` for something. Records of one partition come in offset order."""
+
+    @abstractmethod
+    async def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Each partition's log start offset."""
+
+    @abstractmethod
+    async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Each partition's end: the high watermark, or the last stable offset for read_committed."""
+
+    @abstractmethod
+    async def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]
+                                ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """For each partition, the first record at or after the timestamp (epoch ms); None if there is none."""
+
+    @abstractmethod
+    def pause(self, *partitions: TopicPartition) -> None:
+        """Fetch nothing more of ``partitions`` until :meth:`resume`."""
+
+    @abstractmethod
+    def resume(self, *partitions: TopicPartition) -> None:
+        """Fetch ``partitions`` again."""
+
+
+class Producer(_Client):
+    """A producer (``acks``, ``linger.ms``, ``compression.type``... from its settings).
+
+    Beyond a Java producer: it writes records with neither key nor value, and a record naming a
+    partition the metadata does not know yet is held (bounded by ``max.block.ms``) until it is
+    known, then raises the retriable :class:`~mirrorline.api.errors.PartitionNotAvailableError`.
+    It is never sent elsewhere. Topics are never auto-created by asking for their metadata.
     """
 
     @abstractmethod
-    def client_kwargs(self, props: Mapping[str, Any], role: str) -> tuple[dict[str, Any], list[str]]:
-        """``(kwargs, ignored keys)`` for an aiokafka client of ``role`` (producer, consumer or admin).
+    async def send(self, topic: str, value: bytes | None = None, key: bytes | None = None,
+                   partition: int | None = None, timestamp_ms: int | None = None,
+                   headers: list[tuple[str, bytes]] | None = None) -> asyncio.Future[RecordMetadata]:
+        """Queue one record; returns once it is queued. The future resolves to where Kafka stored it,
+        or raises the :class:`~mirrorline.api.errors.KafkaError` that refused it."""
 
-        ``kwargs`` go straight to ``AIOKafkaProducer`` / ``AIOKafkaConsumer`` /
-        ``AIOKafkaAdminClient``; ``ignored`` lists the settings that mean nothing to that role.
-        Raises :class:`~mirrorline.api.errors.ConfigError` with one line naming the setting (never a
-        secret) when a security setting is wrong.
+    async def send_and_wait(self, topic: str, value: bytes | None = None, key: bytes | None = None,
+                            partition: int | None = None, timestamp_ms: int | None = None,
+                            headers: list[tuple[str, bytes]] | None = None) -> RecordMetadata:
+        """:meth:`send`, then wait for the acknowledgement."""
+        return await (await self.send(topic, value, key, partition, timestamp_ms, headers))
+
+    @abstractmethod
+    async def flush(self) -> None:
+        """Wait until every record queued so far is acknowledged or failed."""
+
+    @abstractmethod
+    async def partitions_for(self, topic: str) -> set[int]:
+        """The partition numbers of ``topic`` (fetching its metadata if needed)."""
+
+
+@dataclass(frozen=True)
+class BatchFetch:
+    """How a consumer hands out whole record batches (see :meth:`KafkaClients.consumer`).
+
+    ``coalesce_bytes``: runs of consecutive batches of one partition smaller than this are merged
+    into batches of up to this size (records re-encoded, in order, with their own timestamps, keys,
+    values, headers and the codec they share); 0 keeps every batch as fetched.
+    """
+
+    coalesce_bytes: int = 0
+
+
+class KafkaClients(ABC):
+    """Builds Kafka clients from Java-style client settings.
+
+    Settings are Kafka's own names (``bootstrap.servers``, ``client.id``, ``security.protocol``,
+    ``ssl.*``, ``sasl.*``, ``acks``, ``isolation.level``...) as strings or parsed values; a setting
+    that means nothing to the kind of client made lands in its ``ignored_settings``. Every factory
+    raises :class:`~mirrorline.api.errors.ConfigError` with one line naming the setting (never a
+    secret) when a security setting is wrong.
+    """
+
+    @abstractmethod
+    def admin(self, props: Mapping[str, Any]) -> Admin:
+        """An unstarted admin client."""
+
+    @abstractmethod
+    def consumer(self, props: Mapping[str, Any], *, fetch_batches: BatchFetch | None = None) -> Consumer:
+        """An unstarted consumer. ``group.id`` and ``enable.auto.commit`` are ignored: it never commits.
+
+        With ``fetch_batches``, ``getmany`` returns each partition's data as
+        :class:`~mirrorline.api.kafka.FetchedBatch` items, the record batches as the broker sent
+        them (beyond Connect, for tasks that return :class:`~mirrorline.api.records.SourceBatch`):
+        control batches and, with read_committed, aborted transactions are left out exactly as a
+        consumer leaves out their records; batches a broker would not store unchanged (compacted
+        gaps, LogAppendTime, a delete horizon, legacy formats, a first batch starting before the
+        position) are rebuilt as plain magic-2 CreateTime batches; every batch's CRC is checked
+        first (unless ``check.crcs=false``). Positions, seeks, errors and ``highwater`` work as for
+        records. If the client cannot capture a fetch's bytes, that partition's records come as
+        records (slower, never wrong), so a caller handles both kinds.
         """
 
     @abstractmethod
-    def record_producer(self, **kwargs: Any) -> Any:
-        """An unstarted aiokafka producer (``kwargs`` as from :meth:`client_kwargs`) for copying records.
-
-        Unlike ``AIOKafkaProducer`` it writes records with neither key nor value, and waits (bounded by
-        ``max_block_ms``, Java's ``max.block.ms``) for an explicit partition its metadata does not know
-        yet, then raises the retriable :class:`~mirrorline.api.errors.PartitionNotAvailableError`.
-        """
+    def producer(self, props: Mapping[str, Any]) -> Producer:
+        """An unstarted producer (see :class:`Producer`)."""
 
     @abstractmethod
     async def security_problem(self, props: Mapping[str, Any], timeout_s: float = 10.0) -> str | None:
@@ -153,30 +399,34 @@ class KafkaClients(ABC):
         None also when no broker can be reached at all: the caller's own error says that.
         """
 
+    # -- the aiokafka-shaped surface, on its way out (issue 26): connectors move to the factories above --
+
+    @abstractmethod
+    def client_kwargs(self, props: Mapping[str, Any], role: str) -> tuple[dict[str, Any], list[str]]:
+        """``(kwargs, ignored keys)`` for an aiokafka client of ``role`` (producer, consumer or admin)."""
+
+    @abstractmethod
+    def record_producer(self, **kwargs: Any) -> Any:
+        """An unstarted aiokafka producer (``kwargs`` as from :meth:`client_kwargs`) for copying records."""
+
     @abstractmethod
     async def describe_consumer_group_state(self, admin: Any, group: str) -> str:
-        """The state of ``group`` as the broker names it: "Empty", "Stable", ..., "Dead" when it does not exist."""
+        """The state of ``group`` (``admin``: a started aiokafka admin client)."""
 
     @abstractmethod
     async def alter_consumer_group_offsets(self, admin: Any, group: str,
                                            offsets: Mapping[Any, int | tuple[int, str]]) -> None:
-        """Set committed offsets of ``group`` (partition -> offset or ``(offset, metadata)``) as an admin would.
-
-        The broker accepts it only while the group has no active members; otherwise the runtime's
-        ``GroupNotEmptyError`` (a plain ``Exception``) is raised.
-        """
+        """Set committed offsets of ``group`` (``admin``: a started aiokafka admin client)."""
 
     @abstractmethod
     async def incremental_alter_configs(self, admin: Any, topic: str, set_configs: Mapping[str, str],
                                         delete_configs: Iterable[str] = ()) -> None:
-        """Set and/or delete configs of ``topic`` without touching any other config (IncrementalAlterConfigs)."""
+        """Set and/or delete configs of ``topic`` (``admin``: a started aiokafka admin client)."""
 
     @abstractmethod
     async def describe_acls(self, admin: Any, acl_filter: AclFilter = AclFilter()) -> list[AclBinding]:
-        """The ACLs ``acl_filter`` matches. Needs DESCRIBE on the cluster (else aiokafka's
-        ``ClusterAuthorizationFailedError``; ``SecurityDisabled`` when the cluster has no authorizer)."""
+        """The ACLs ``acl_filter`` matches (``admin``: a started aiokafka admin client)."""
 
     @abstractmethod
     async def create_acls(self, admin: Any, bindings: Iterable[AclBinding]) -> list[tuple[AclBinding, Exception]]:
-        """Create ``bindings``; returns the ones refused, with the error. Needs ALTER on the cluster
-        (else ``ClusterAuthorizationFailedError`` is raised at the first binding)."""
+        """Create ``bindings`` (``admin``: a started aiokafka admin client)."""

@@ -80,3 +80,97 @@ class DataError(ConnectError):
     that are not JSON for ``JsonConverter``. Connect's ``DataException``. It fails the task, with
     the record's position in the trace, unless ``errors.tolerance=all`` skips the record; say in
     the message what the data should have been."""
+
+
+# --- errors of the Kafka clients (``context.clients``) -------------------------------------------
+
+
+class KafkaError(ConnectError):
+    """An error a Kafka client (:mod:`mirrorline.api.clients`) raised: the broker refused a request,
+    or the client could not carry it out.
+
+    ``code`` is Kafka's error code when a broker answered with one (3 UNKNOWN_TOPIC_OR_PARTITION,
+    29 TOPIC_AUTHORIZATION_FAILED...), else None. ``retriable`` is Kafka's verdict on that error
+    (a leader moving, a coordinator loading): the same call may succeed later. ``partitions`` maps
+    each partition the error is about to the offset concerned (None when there is none or it is
+    not known); empty when the error names no partition. The message is the client's.
+    """
+
+    def __init__(self, message: str = "", *, code: int | None = None, retriable: bool | None = None,
+                 partitions: dict | None = None):
+        super().__init__(message)
+        self.code = code
+        if retriable is not None:
+            self.retriable = retriable
+        self.partitions = dict(partitions or {})
+
+
+class KafkaTimeoutError(KafkaError):
+    """A client-side wait ran out: no answer in ``request.timeout.ms``, metadata not found in
+    ``max.block.ms``, a producer's buffer that stayed full."""
+
+
+class KafkaConnectionError(KafkaError):
+    """No connection to the brokers (down, unreachable, or refusing the TLS/SASL settings)."""
+
+
+class CorruptRecordError(KafkaError):
+    """A fetched record batch failed its CRC or size check."""
+
+
+class OffsetOutOfRangeError(KafkaError):
+    """A fetch position is outside its partition's log (``partitions`` holds the positions); raised
+    by consumers whose ``auto.offset.reset`` is ``none``."""
+
+
+class NoOffsetForPartitionError(KafkaError):
+    """A partition has no position and ``auto.offset.reset`` is ``none``."""
+
+
+class RecordTooLargeError(KafkaError):
+    """A record is larger than the fetch size (``max.partition.fetch.bytes``) or ``max.request.size``;
+    ``partitions`` holds the partition and the offset of the record."""
+
+
+class UnknownTopicOrPartitionError(KafkaError):
+    """The topic or partition does not exist (code 3)."""
+
+
+class TopicAlreadyExistsError(KafkaError):
+    """A topic to create exists already (code 36)."""
+
+
+class TopicAuthorizationFailedError(KafkaError):
+    """The principal may not do this on the topic (code 29)."""
+
+
+class GroupAuthorizationFailedError(KafkaError):
+    """The principal may not do this on the consumer group (code 30)."""
+
+
+class ClusterAuthorizationFailedError(KafkaError):
+    """The principal may not do this on the cluster (code 31), e.g. DESCRIBE for listing ACLs."""
+
+
+class TransactionalIdAuthorizationFailedError(KafkaError):
+    """The principal may not use the transactional id (code 53)."""
+
+
+class SecurityDisabledError(KafkaError):
+    """The cluster runs no authorizer, so ACLs cannot be listed or created (code 54)."""
+
+
+class ProducerFencedError(KafkaError):
+    """Another producer with the same transactional id started (a newer epoch): this one may write no more."""
+
+
+class GroupNotEmptyError(KafkaError):
+    """The consumer group has active members, so an administrator may not change its offsets.
+
+    ``group`` is the group id; ``code`` the broker's answer (UNKNOWN_MEMBER_ID,
+    REBALANCE_IN_PROGRESS, NON_EMPTY_GROUP, GROUP_SUBSCRIBED_TO_TOPIC...).
+    """
+
+    def __init__(self, group: str, message: str, *, code: int | None = None):
+        super().__init__(message, code=code)
+        self.group = group

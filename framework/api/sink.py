@@ -35,19 +35,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from typing import NamedTuple
-
 from mirrorline.api.context import PluginContext
+from mirrorline.api.kafka import TopicPartition
 from mirrorline.api.records import ConnectorTaskId, SinkRecord
 
 __all__ = ["ErrantRecordReporter", "SinkTask", "SinkTaskContext", "TopicPartition"]
-
-
-class TopicPartition(NamedTuple):
-    """A Kafka partition: ``(topic, partition)``. Equal to (and hashes like) the client's own tuple."""
-
-    topic: str
-    partition: int
 
 
 class ErrantRecordReporter(ABC):

@@ -9,32 +9,18 @@ transactional producer (exactly-once source tasks), the batch carries the transa
 *that* producer instead of the source's; aiokafka's accumulator adds its partition to the
 transaction (AddPartitionsToTxn) before the sender takes it, as for batches it builds itself.
 
-The header layout (Kafka's RecordBatch): baseOffset int64 @0, batchLength int32 @8,
-partitionLeaderEpoch int32 @12, magic int8 @16, crc uint32 @17, attributes int16 @21,
-lastOffsetDelta int32 @23, baseTimestamp int64 @27, maxTimestamp int64 @35, producerId int64
-@43, producerEpoch int16 @51, baseSequence int32 @53, recordsCount int32 @57; the CRC covers
-attributes to the end.
+The header is read and written with :mod:`.record_batch`, the one v2 codec.
 
 (aiokafka's builder interface is internal, which is one reason aiokafka is pinned to a minor version.)
 """
 
 from __future__ import annotations
 
-import struct
-
-import crc32c
-
 from mirrorline.api.errors import ConnectError
+from mirrorline.clients import record_batch as rb
 
-HEADER_SIZE = 61
-_MAGIC_V2 = 2
-#: attributes bits the forwarded batch must not carry: transactional (0x10) and control (0x20)
-_FOREIGN_ATTRIBUTES = 0x30
-_TRANSACTIONAL = 0x10
-_OFFSET = struct.Struct(">qii")          # baseOffset, batchLength, partitionLeaderEpoch
-_ATTRIBUTES = struct.Struct(">hi")       # attributes, lastOffsetDelta
-_PRODUCER = struct.Struct(">qhii")       # producerId, producerEpoch, baseSequence, recordsCount
-_CRC = struct.Struct(">I")
+#: attributes bits the forwarded batch must not carry: transactional and control
+_FOREIGN_ATTRIBUTES = rb.TRANSACTIONAL | rb.CONTROL
 
 
 class InvalidBatchError(ConnectError):
@@ -46,25 +32,23 @@ class ForwardedBatch:
 
     def __init__(self, data: bytes, record_count: int, transactional: bool = False):
         buffer = bytearray(data)
-        if len(buffer) < HEADER_SIZE or buffer[16] != _MAGIC_V2:
+        if len(buffer) < rb.HEADER_SIZE or buffer[rb.MAGIC_OFFSET] != rb.MAGIC_V2:
             raise InvalidBatchError(f"not a magic-2 record batch ({len(buffer)} bytes, magic "
-                                    f"{buffer[16] if len(buffer) > 16 else None})")
-        _, length, _ = _OFFSET.unpack_from(buffer, 0)
-        attributes, last_delta = _ATTRIBUTES.unpack_from(buffer, 21)
-        count = struct.unpack_from(">i", buffer, 57)[0]
-        if length + 12 != len(buffer):
+                                    f"{buffer[rb.MAGIC_OFFSET] if len(buffer) > rb.MAGIC_OFFSET else None})")
+        (_, length, _, _, _, attributes, last_delta, _, _, _, _, _, count) = rb.read_header(buffer)
+        if length + rb.LOG_OVERHEAD != len(buffer):
             raise InvalidBatchError(f"batch length {length} + 12 does not match the {len(buffer)} bytes given "
                                     f"(exactly one batch is required)")
         if count != record_count or count <= 0 or last_delta != count - 1:
             raise InvalidBatchError(f"records count {count} / last offset delta {last_delta} do not describe "
                                     f"{record_count} records with offset deltas 0..{record_count - 1}")
-        if attributes & 0x08:
+        if attributes & rb.LOG_APPEND_TIME:
             raise InvalidBatchError("LogAppendTime batch: only CreateTime batches can be forwarded")
-        _OFFSET.pack_into(buffer, 0, 0, length, -1)
+        rb.write_base(buffer, 0, -1)
         attributes &= ~_FOREIGN_ATTRIBUTES
         if transactional:  # written by a transactional producer: the broker requires the bit
-            attributes |= _TRANSACTIONAL
-        _ATTRIBUTES.pack_into(buffer, 21, attributes, last_delta)
+            attributes |= rb.TRANSACTIONAL
+        rb.write_attributes(buffer, attributes)
         self._buffer = buffer
         self._count = record_count
         self._set_producer_state(-1, -1, -1)
@@ -90,8 +74,7 @@ class ForwardedBatch:
         return self._count
 
     def _set_producer_state(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
-        _PRODUCER.pack_into(self._buffer, 43, producer_id, producer_epoch, base_sequence, self._count)
-        _CRC.pack_into(self._buffer, 17, crc32c.crc32c(memoryview(self._buffer)[21:]))
+        rb.write_producer(self._buffer, producer_id, producer_epoch, base_sequence)
 
     def _build(self) -> bytearray:
         return self._buffer

@@ -62,6 +62,8 @@ from aiokafka.protocol.types import Array, Boolean, Int8, Int16, Int32, Schema, 
 
 from mirrorline.api.clients import (AclBinding, AclFilter, AclOperation, AclPermissionType, PatternType,
                                    ResourceType)
+from mirrorline.api.errors import GroupNotEmptyError
+from mirrorline.api.errors import KafkaError as ContractKafkaError
 
 __all__ = [
     "AclBinding",
@@ -96,19 +98,12 @@ _GROUP_ACTIVE_CODES = {_UNKNOWN_MEMBER_ID, _REBALANCE_IN_PROGRESS, _ILLEGAL_GENE
                        _GROUP_SUBSCRIBED_TO_TOPIC}
 
 
-class GroupNotEmptyError(Exception):
-    """The consumer group has active members, so its offsets cannot be altered or deleted.
-
-    ``error_code`` is the broker's code (UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS,
-    GROUP_SUBSCRIBED_TO_TOPIC ...); ``group`` is the group id.
-    """
-
-    def __init__(self, group: str, error_code: int, detail: str = ""):
-        self.group = group
-        self.error_code = error_code
-        name = ("GROUP_SUBSCRIBED_TO_TOPIC" if error_code == _GROUP_SUBSCRIBED_TO_TOPIC  # unknown to aiokafka
-                else getattr(for_code(error_code), "message", str(error_code)))
-        super().__init__(f"consumer group {group!r} has active members ({name}){': ' + detail if detail else ''}")
+def _group_not_empty(group: str, error_code: int, detail: str = "") -> GroupNotEmptyError:
+    """The contract's error for an admin offset change the broker refused because the group has active members."""
+    name = ("GROUP_SUBSCRIBED_TO_TOPIC" if error_code == _GROUP_SUBSCRIBED_TO_TOPIC  # unknown to aiokafka
+            else getattr(for_code(error_code), "message", str(error_code)))
+    return GroupNotEmptyError(group, f"consumer group {group!r} has active members ({name})"
+                                     f"{': ' + detail if detail else ''}", code=error_code)
 
 
 # --- IncrementalAlterConfigs (key 44), v0 -----------------------------------------------------
@@ -316,7 +311,7 @@ _TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 _CLUSTER_AUTHORIZATION_FAILED = 31
 
 
-class FencingError(KafkaError):
+class FencingError(ContractKafkaError):
     """A transactional id could not be fenced; the message names the id and the cause."""
 
 
@@ -448,7 +443,7 @@ async def delete_consumer_group_offsets(admin: AIOKafkaAdminClient, group: str,
     response = await _send_to_group_coordinator(admin, group, OffsetDeleteRequest(group, topics))
     if response.error_code:
         if response.error_code in _GROUP_ACTIVE_CODES:
-            raise GroupNotEmptyError(group, response.error_code, "deleting offsets")
+            raise _group_not_empty(group, response.error_code, "deleting offsets")
         raise for_code(response.error_code)(f"deleting offsets of group {group!r} failed")
     _raise_partition_errors(group, "deleting offsets", response.topics)
 
@@ -459,7 +454,7 @@ def _raise_partition_errors(group: str, what: str, topics) -> None:
             if not error_code:
                 continue
             if error_code in _GROUP_ACTIVE_CODES:
-                raise GroupNotEmptyError(group, error_code, f"{what} of {topic}-{partition}")
+                raise _group_not_empty(group, error_code, f"{what} of {topic}-{partition}")
             raise for_code(error_code)(f"{what} of group {group!r} failed for {topic}-{partition}")
 
 

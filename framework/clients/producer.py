@@ -16,19 +16,37 @@ By default the producer's metadata requests never make a broker auto-create a to
 ``auto.create.topics.enable`` decide, as for a Java producer (the worker's choice for a source task
 whose connector neither creates its topics itself nor has topic creation configured).
 
+What it hands back is the contract's: a send's future resolves to
+:class:`~mirrorline.api.records.RecordMetadata`, and fails with a
+:class:`~mirrorline.api.errors.KafkaError`. aiokafka resolves a record's future in its batch
+(``MessageBatch.done`` / ``failure``); each batch this producer creates is one of
+:class:`_TranslatedBatch`, which does exactly that with our metadata and our errors, so nothing is
+added per record. :class:`KafkaProducer` is the contract's
+:class:`~mirrorline.api.clients.Producer` around it (``context.clients.producer``), with what the
+runtime needs besides: forwarding encoded batches and transactions.
+
 (This touches aiokafka internals, which is why aiokafka is pinned to a minor version.)
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
+from typing import Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import IllegalOperation, TopicAuthorizationFailedError
+from aiokafka.producer.message_accumulator import MessageBatch
+from aiokafka.producer.transaction_manager import TransactionState
 
-from mirrorline.api.errors import PartitionNotAvailableError
+from mirrorline.api.clients import Producer
+from mirrorline.api.errors import ConnectError, PartitionNotAvailableError
+from mirrorline.api.records import RecordMetadata
 from mirrorline.clients import no_auto_create
+from mirrorline.clients.consumer import AIO_ERRORS
+from mirrorline.clients.errors import translate
 from mirrorline.clients.forwarded_batch import ForwardedBatch
+from mirrorline.clients.kafka_clients import client_kwargs
 
 DEFAULT_MAX_BLOCK_MS = 60_000
 # Upper bound of the pause between two metadata refreshes while waiting for a partition.
@@ -37,6 +55,33 @@ _MAX_REFRESH_BACKOFF_S = 1.0
 
 class _PartitionUnknown(Exception):
     """Raised by ``_partition`` in place of aiokafka's assertion; ``send`` waits and tries again."""
+
+
+def _metadata(topic, partition, _tp, offset, timestamp, _timestamp_type, _log_start_offset) -> RecordMetadata:
+    return RecordMetadata(topic, partition, offset, timestamp)
+
+
+class _TranslatedBatch(MessageBatch):
+    """aiokafka's batch of a producer's records, resolving their futures with the contract's types."""
+
+    def done(self, base_offset, timestamp=None, log_start_offset=None, _record_metadata_class=None):
+        super().done(base_offset, timestamp, log_start_offset, _record_metadata_class=_metadata)
+
+    def failure(self, exception):
+        super().failure(translate(exception))
+
+
+def _translate_batches(producer: AIOKafkaProducer) -> None:
+    """Make every batch ``producer`` creates a :class:`_TranslatedBatch` (aiokafka builds them in one place)."""
+    accumulator = producer._message_accumulator
+    original = accumulator._append_batch
+
+    def _append_batch(builder, tp):
+        batch = original(builder, tp)
+        batch.__class__ = _TranslatedBatch
+        return batch
+
+    accumulator._append_batch = _append_batch
 
 
 class RecordProducer(AIOKafkaProducer):
@@ -56,6 +101,7 @@ class RecordProducer(AIOKafkaProducer):
         self.allow_auto_create_topics = allow_auto_create_topics
         if allow_auto_create_topics:
             no_auto_create.allow_auto_create(self.client)
+        _translate_batches(self)
 
     async def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None):
         """As ``AIOKafkaProducer.send``, and a record with neither key nor value is written as such.
@@ -162,3 +208,104 @@ class RecordProducer(AIOKafkaProducer):
             f"partitions 0-{max(known)}. Check that the topic has been grown to at least {partition + 1} "
             f"partitions (for a mirror: that the connector could create or grow the remote topic) and "
             f"that the partition has a leader.")
+
+
+class KafkaProducer(Producer):
+    """The contract's producer over :class:`RecordProducer`; build it with :meth:`from_settings`.
+
+    Every error it raises, and every error its futures carry, is the contract's. Beyond the
+    contract, for the runtime's tasks: :meth:`send_record_batch` and transactions.
+    """
+
+    def __init__(self, kwargs: dict[str, Any], ignored: list[str] | None = None):
+        self.ignored_settings = list(ignored or [])
+        self.principal = kwargs.get("sasl_plain_username")
+        self._producer = RecordProducer(**kwargs)
+
+    @classmethod
+    def from_settings(cls, props: Mapping[str, Any], *, allow_auto_create_topics: bool = False) -> KafkaProducer:
+        """A producer from Java-style settings; ``allow_auto_create_topics`` lets the broker's
+        ``auto.create.topics.enable`` decide for a topic this producer writes to (as for a Java producer)."""
+        kwargs, ignored = client_kwargs(props, "producer")
+        if allow_auto_create_topics:
+            kwargs["allow_auto_create_topics"] = True
+        return cls(kwargs, ignored)
+
+    @property
+    def allows_auto_create_topics(self) -> bool:
+        """Whether a broker may auto-create a topic this producer writes to."""
+        return self._producer.allow_auto_create_topics
+
+    async def _call(self, coro):
+        try:
+            return await coro
+        except AIO_ERRORS as exc:
+            raise translate(exc) from exc
+
+    async def start(self) -> None:
+        await self._call(self._producer.start())
+
+    async def stop(self) -> None:
+        await self._call(self._producer.stop())
+
+    async def send(self, topic: str, value: bytes | None = None, key: bytes | None = None,
+                   partition: int | None = None, timestamp_ms: int | None = None,
+                   headers: list[tuple[str, bytes]] | None = None) -> asyncio.Future:
+        try:
+            return await self._producer.send(topic, value, key, partition, timestamp_ms, headers)
+        except AIO_ERRORS as exc:
+            raise translate(exc) from exc
+
+    async def flush(self) -> None:
+        await self._call(self._producer.flush())
+
+    async def partitions_for(self, topic: str) -> set[int]:
+        return set(await self._call(self._producer.partitions_for(topic)))
+
+    # -- beyond the contract: the runtime's -------------------------------------------------------
+    async def send_record_batch(self, topic: str, partition: int, data: bytes, record_count: int) -> asyncio.Future:
+        """Write one encoded record batch whole (:meth:`RecordProducer.send_record_batch`)."""
+        try:
+            return await self._producer.send_record_batch(topic, partition, data, record_count)
+        except AIO_ERRORS as exc:
+            raise translate(exc) from exc
+
+    async def begin_transaction(self) -> None:
+        """Open a transaction (needs ``transactional.id``)."""
+        await self._call(self._producer.begin_transaction())
+
+    async def commit_transaction(self) -> None:
+        """Commit the open transaction."""
+        await self._call(self._producer.commit_transaction())
+
+    async def abort_transaction(self) -> None:
+        """Abort the open transaction."""
+        await self._call(self._producer.abort_transaction())
+
+    async def flush_for_commit(self) -> None:
+        """Close the batches still lingering and wait until every one is acknowledged or failed
+        (what a commit needs; failures stay on the records' futures)."""
+        await self._call(self._producer._message_accumulator.flush_for_commit())
+
+    def can_abort(self) -> bool:
+        """Whether a transaction is open or failed, so that aborting it means something."""
+        txn = self._producer._txn_manager
+        return txn is not None and txn.state in (TransactionState.IN_TRANSACTION, TransactionState.ABORTABLE_ERROR)
+
+    def fatal_error(self) -> BaseException | None:
+        """The error that stopped the producer for good (fenced, denied...), or None while it can write."""
+        sender = getattr(self._producer._sender, "sender_task", None)
+        if sender is not None and sender.done() and not sender.cancelled() and sender.exception() is not None:
+            return translate(sender.exception())
+        txn = self._producer._txn_manager
+        if txn is not None and txn.is_fatal_error():
+            return ConnectError("the transactional producer is in a fatal state")
+        return None
+
+    def forget_transaction(self) -> None:
+        """Consume the error aiokafka keeps for a failed transaction nobody commits or aborts again, so
+        asyncio does not report it as never retrieved."""
+        txn = self._producer._txn_manager
+        waiter = getattr(txn, "_transaction_waiter", None)
+        if waiter is not None and waiter.done() and not waiter.cancelled():
+            waiter.exception()

@@ -9,14 +9,25 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from mirrorline.api.clients import AclBinding, AclFilter, KafkaClients
+from mirrorline.api.clients import AclBinding, AclFilter, BatchFetch, KafkaClients
 from mirrorline.clients import kafka_admin, kafka_clients
-from mirrorline.clients.producer import RecordProducer
+from mirrorline.clients.admin import KafkaAdmin
+from mirrorline.clients.consumer import KafkaConsumer
+from mirrorline.clients.producer import KafkaProducer, RecordProducer
 
 
 class AioKafkaClients(KafkaClients):
-    """aiokafka clients built by :func:`~mirrorline.clients.kafka_clients.client_kwargs`, admin requests
-    from :mod:`mirrorline.clients.kafka_admin`, producers from :class:`~mirrorline.clients.producer.RecordProducer`."""
+    """The contract's clients over aiokafka: :class:`~mirrorline.clients.admin.KafkaAdmin`,
+    :class:`~mirrorline.clients.consumer.KafkaConsumer`, :class:`~mirrorline.clients.producer.KafkaProducer`."""
+
+    def admin(self, props: Mapping[str, Any]) -> KafkaAdmin:
+        return KafkaAdmin.from_settings(props)
+
+    def consumer(self, props: Mapping[str, Any], *, fetch_batches: BatchFetch | None = None) -> KafkaConsumer:
+        return KafkaConsumer.from_settings(props, fetch_batches=fetch_batches)
+
+    def producer(self, props: Mapping[str, Any]) -> KafkaProducer:
+        return KafkaProducer.from_settings(props)
 
     def client_kwargs(self, props: Mapping[str, Any], role: str) -> tuple[dict[str, Any], list[str]]:
         return kafka_clients.client_kwargs(props, role)

@@ -27,7 +27,7 @@ from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mirrorline.api.clients import AclBinding, AclFilter, KafkaClients
+from mirrorline.api.clients import AclBinding, AclFilter, Admin, BatchFetch, Consumer, KafkaClients, Producer
 from mirrorline.api.context import ConnectorContext, OffsetReader, SourceTaskContext
 from mirrorline.api.errors import ConnectError
 from mirrorline.api.records import ConnectorTaskId, RecordMetadata, SinkRecord, SourceRecord
@@ -51,12 +51,24 @@ class FakeKafkaClients(KafkaClients):
     Override the methods a test needs to answer (e.g. ``describe_acls``).
     """
 
-    def client_kwargs(self, props: Mapping[str, Any], role: str) -> tuple[dict[str, Any], list[str]]:
-        return client_kwargs(props, role)
-
     def _no_broker(self, what: str) -> ConnectError:
         return ConnectError(f"{what}: the plugin test kit has no Kafka broker (override "
                             f"{type(self).__name__}.{what} to answer it)")
+
+    def admin(self, props: Mapping[str, Any]) -> Admin:
+        client_kwargs(props, "admin")  # wrong security settings raise ConfigError, as in a worker
+        raise self._no_broker("admin")
+
+    def consumer(self, props: Mapping[str, Any], *, fetch_batches: BatchFetch | None = None) -> Consumer:
+        client_kwargs(props, "consumer")
+        raise self._no_broker("consumer")
+
+    def producer(self, props: Mapping[str, Any]) -> Producer:
+        client_kwargs(props, "producer")
+        raise self._no_broker("producer")
+
+    def client_kwargs(self, props: Mapping[str, Any], role: str) -> tuple[dict[str, Any], list[str]]:
+        return client_kwargs(props, role)
 
     def record_producer(self, **kwargs: Any) -> Any:
         raise self._no_broker("record_producer")

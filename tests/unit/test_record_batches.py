@@ -1,4 +1,4 @@
-"""Unit tests of mirrorline.connectors.source_mirror.record_batches.split_fetched: what comes out, decoded again with
+"""Unit tests of mirrorline.clients.fetched_batches.split_fetched: what comes out, decoded again with
 aiokafka, is what a read_committed consumer reads from the source bytes, record for record.
 
 Source batches are built with aiokafka's builders and then given the header fields a broker writes
@@ -15,13 +15,13 @@ import zlib
 import crc32c
 import pytest
 from aiokafka.consumer.fetcher import READ_COMMITTED, PartitionRecords
-from aiokafka.errors import CorruptRecordException
+from mirrorline.api import CorruptRecordError
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
 from aiokafka.record.memory_records import MemoryRecords
 from aiokafka.structs import TopicPartition
 
-from mirrorline.connectors.source_mirror.record_batches import SplitResult, coalesce, split_fetched
+from mirrorline.clients.fetched_batches import SplitResult, coalesce, split_fetched
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 T0 = 1_700_000_000_000
@@ -304,7 +304,7 @@ def test_corrupt_batch_raises_naming_its_offsets(where):
     good = v2_batch(0, [record(0)])
     bad = bytearray(v2_batch(1, [record(n) for n in range(1, 4)], codec=1))
     bad[where] ^= 0x01
-    with pytest.raises(CorruptRecordException, match=r"offsets 1\.\."):
+    with pytest.raises(CorruptRecordError, match=r"offsets 1\.\."):
         split_fetched(good + bytes(bad), 0, None)
     if where != 25:        # with the header intact, nothing else stops it
         assert len(split_fetched(good + bytes(bad), 0, None, check_crcs=False).batches) == 2
@@ -313,7 +313,7 @@ def test_corrupt_batch_raises_naming_its_offsets(where):
 def test_unknown_magic_is_corrupt():
     batch = bytearray(v2_batch(0, [record(0)]))
     batch[16] = 3
-    with pytest.raises(CorruptRecordException, match="unknown magic 3"):
+    with pytest.raises(CorruptRecordError, match="unknown magic 3"):
         split_fetched(bytes(batch), 0, None)
 
 
@@ -326,11 +326,11 @@ def test_legacy_and_v2_batches_in_one_fetch():
 
 
 def test_impossible_sizes_are_corrupt():
-    with pytest.raises(CorruptRecordException, match="minimum record overhead"):
+    with pytest.raises(CorruptRecordError, match="minimum record overhead"):
         split_fetched(struct.pack(">qi", 0, 3) + b"\x00" * 20, 0, None)
     short = bytearray(v2_batch(0, [record(0)]))
     struct.pack_into(">i", short, 8, 40)
-    with pytest.raises(CorruptRecordException, match="batch header"):
+    with pytest.raises(CorruptRecordError, match="batch header"):
         split_fetched(bytes(short[:52]), 0, None)
 
 
@@ -375,7 +375,7 @@ def test_legacy_log_append_time_wrapper_gives_its_time_to_every_record():
 def test_corrupt_legacy_message_raises():
     raw = bytearray(legacy_set(1, 0, 0, range(2)))
     raw[30] ^= 0x01
-    with pytest.raises(CorruptRecordException, match="offset 0"):
+    with pytest.raises(CorruptRecordError, match="offset 0"):
         split_fetched(bytes(raw), 0, None)
 
 

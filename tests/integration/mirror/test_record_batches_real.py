@@ -19,7 +19,7 @@ from aiokafka.client import AIOKafkaClient
 from aiokafka.protocol.fetch import FetchRequest
 from aiokafka.record.default_records import DefaultRecordBatch
 
-from mirrorline.connectors.source_mirror.record_batches import split_fetched
+from mirrorline.clients.fetched_batches import split_fetched
 from mirrorline.clients.producer import RecordProducer
 
 pytestmark = pytest.mark.integration

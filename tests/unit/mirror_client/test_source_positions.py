@@ -10,15 +10,15 @@ from __future__ import annotations
 import logging
 
 import pytest
-from aiokafka import TopicPartition
-from aiokafka.errors import OffsetOutOfRangeError
 from aiokafka.structs import ConsumerRecord
 
-from mirrorline.connectors.source_mirror import metrics, task as task_module
+from mirrorline.api import OffsetOutOfRangeError, TopicPartition
+from mirrorline.connectors.source_mirror import metrics
 from mirrorline.connectors.source_mirror.positions import PositionState, check_position
 from mirrorline.connectors.source_mirror.task import MirrorSourceTask
 from mirrorline.api.context import OffsetReader, SourceTaskContext
-from mirrorline.clients.runtime_clients import KAFKA_CLIENTS
+from mirrorline.clients.kafka_clients import client_kwargs
+from mirrorline.testing.plugin_kit import FakeKafkaClients
 from mirrorline.api.records import ConnectorTaskId, RecordMetadata
 
 OK, LOST, BACKWARDS = PositionState.OK, PositionState.LOST_TO_RETENTION, PositionState.OFFSETS_WENT_BACKWARDS
@@ -42,7 +42,7 @@ def test_check_position(position, log_start, log_end, state, lost, resume_at):
 
 
 class _Position:
-    """aiokafka's per-partition assignment state, as far as the task reads it."""
+    """A partition's fetch position, as far as the task reads it."""
 
     def __init__(self, position: int):
         self.position = position
@@ -58,8 +58,10 @@ class FakeConsumer:
 
     instances: list[FakeConsumer] = []
 
-    def __init__(self, **kwargs):
-        self.kwargs = kwargs
+    def __init__(self, props, fetch_batches=None):
+        self.kwargs, self.ignored_settings = client_kwargs(props, "consumer")  # what a real one would run with
+        self.read_committed = self.kwargs.get("isolation_level") == "read_committed"
+        self.principal = None
         self.bounds: dict[TopicPartition, tuple[int, int]] = {}
         self.seeks: list[tuple[TopicPartition, int]] = []
         self.resets: list[tuple[str, tuple[TopicPartition, ...]]] = []
@@ -67,11 +69,6 @@ class FakeConsumer:
         self.highwaters: dict[TopicPartition, int] = {}
         self.stable: dict[TopicPartition, int] = {}
         self.positions: dict[TopicPartition, _Position] = {}
-        # where the task reads positions without waiting (aiokafka's subscription state)
-        self._subscription = type("S", (), {})()
-        self._subscription.subscription = type("S", (), {})()
-        self._subscription.subscription.assignment = type("A", (), {"state_value": lambda _, tp:
-                                                                     self.positions.get(tp)})()
         FakeConsumer.instances.append(self)
 
     async def start(self):
@@ -102,7 +99,11 @@ class FakeConsumer:
     async def end_offsets(self, tps):
         return {tp: self.bounds[tp][1] for tp in tps}
 
-    async def getmany(self, timeout_ms=0):
+    def fetch_position(self, tp):
+        state = self.positions.get(tp)
+        return state.position if state is not None and state.has_valid_position else None
+
+    async def getmany(self, *partitions, timeout_ms=0, max_records=None):
         step = self.script.pop(0) if self.script else {}
         if isinstance(step, Exception):
             raise step
@@ -119,6 +120,13 @@ class FakeConsumer:
 
     def last_stable_offset(self, tp):
         return self.stable.get(tp)
+
+
+class FakeClients(FakeKafkaClients):
+    """Clients whose consumers are FakeConsumers."""
+
+    def consumer(self, props, *, fetch_batches=None):
+        return FakeConsumer(props, fetch_batches)
 
 
 class StoredOffsets(OffsetReader):
@@ -138,7 +146,7 @@ class Context(SourceTaskContext):
         self.task_id = ConnectorTaskId("unit-mirror", 0)
         self.offsets = StoredOffsets(stored)
         self.warnings: dict[str, str] = {}
-        self.clients = KAFKA_CLIENTS
+        self.clients = FakeClients()
 
     def report_warning(self, message, key=None):
         self.warnings[key or message] = message
@@ -151,12 +159,11 @@ def record(topic, partition, offset):
 
 async def started_task(monkeypatch, topic, partitions, stored, bounds, **config):
     """A MirrorSourceTask started against a FakeConsumer whose log bounds are ``bounds``."""
-    monkeypatch.setattr(task_module, "AIOKafkaConsumer", FakeConsumer)
     FakeConsumer.instances.clear()
     original_init = FakeConsumer.__init__
 
-    def init(self, **kwargs):
-        original_init(self, **kwargs)
+    def init(self, props, fetch_batches=None):
+        original_init(self, props, fetch_batches)
         self.bounds = {TopicPartition(topic, p): b for p, b in bounds.items()}
 
     monkeypatch.setattr(FakeConsumer, "__init__", init)
@@ -200,7 +207,8 @@ async def test_fetch_out_of_range_below_start_and_beyond_end(monkeypatch, caplog
     consumer.seeks.clear()
     # while running: partition 0 trimmed to 40 while we were at 10; partition 1 re-created with 3 records
     consumer.bounds = {tp0: (40, 60), tp1: (0, 3)}
-    consumer.script = [OffsetOutOfRangeError({tp0: 10, tp1: 10}), {tp0: [record(topic, 0, 40)]}]
+    consumer.script = [OffsetOutOfRangeError("out of range", partitions={tp0: 10, tp1: 10}),
+                       {tp0: [record(topic, 0, 40)]}]
     with caplog.at_level(logging.WARNING, logger="mirrorline.connectors.source_mirror.task"):
         assert await task.poll() == []
     assert consumer.seeks == [(tp0, 40), (tp1, 0)]

@@ -1,4 +1,4 @@
-"""Record-batch codec for the batch-forwarding fast path: one partition's fetched bytes in, batches safe to forward out.
+"""Fetched record batches made safe to forward: one partition's fetched bytes in, :class:`FetchedBatch` es out.
 
 :func:`split_fetched` walks the raw ``records`` of one partition of a FetchResponse batch by batch, and
 returns what a Java consumer with ``isolation.level=read_committed`` would return, record for record,
@@ -20,77 +20,40 @@ as magic-2 record batches the runtime can produce whole to the target:
 The runtime recomputes the CRC of what it forwards, so every batch's CRC is checked here first
 (``check_crcs``): a corrupt batch must fail, not be laundered into a valid one.
 
-The v2 header (Kafka's RecordBatch): baseOffset int64 @0, batchLength int32 @8, partitionLeaderEpoch
-int32 @12, magic int8 @16, crc uint32 @17, attributes int16 @21 (bits 0-2 codec, 3 LogAppendTime,
-4 transactional, 5 control, 6 delete horizon), lastOffsetDelta int32 @23, baseTimestamp int64 @27,
-maxTimestamp int64 @35, producerId int64 @43, producerEpoch int16 @51, baseSequence int32 @53,
-recordsCount int32 @57; the CRC-32C covers attributes to the end. Magic 0/1 entries share the first
-17 bytes' layout (offset, size, crc, magic).
+Headers are read and written with :mod:`.record_batch` (the one v2 codec); records, when a batch
+must be rebuilt, are decoded and encoded with aiokafka's record codec.
 """
 
 from __future__ import annotations
 
-import struct
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import crc32c
 from aiokafka.codec import gzip_encode, lz4_encode, snappy_encode, zstd_encode
-from aiokafka.errors import CorruptRecordException
 from aiokafka.record.control_record import ABORT_MARKER, ControlRecord
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from aiokafka.record.legacy_records import LegacyRecordBatch
 
-__all__ = ["ForwardableBatch", "SplitResult", "coalesce", "split_fetched"]
+from mirrorline.api.errors import CorruptRecordError
+from mirrorline.api.kafka import FetchedBatch
+from mirrorline.clients.record_batch import (CODEC_MASK, CONTROL, DELETE_HORIZON, HEADER,
+                                             HEADER_SIZE, LOG_APPEND_TIME, LOG_ENTRY, LOG_OVERHEAD, MAGIC_OFFSET,
+                                             TRANSACTIONAL, codec_of, crc_matches, write_attributes, write_crc,
+                                             write_length)
 
-#: offset + size: the bytes in front of every batch (v2) or message (v0/v1)
-LOG_OVERHEAD = 12
+__all__ = ["FetchedBatch", "SplitResult", "coalesce", "split_fetched"]
+
 #: the smallest legal size field (Kafka's LegacyRecord.RECORD_OVERHEAD_V0)
 _MIN_SIZE = 14
-#: v2 batch header size (Kafka's RECORD_BATCH_OVERHEAD)
-HEADER_SIZE = 61
-_MAGIC_OFFSET = 16
-_CRC_OFFSET = 17
-_ATTRIBUTES_OFFSET = 21
 #: magic 0/1: offset int64, size int32, crc uint32, magic int8, attributes int8
 _LEGACY_ATTRIBUTES_OFFSET = 17
-
-_LOG = struct.Struct(">qi")
-#: baseOffset .. recordsCount, the whole v2 header in one unpack
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_BATCH_LENGTH = struct.Struct(">i")
-_ATTRIBUTES = struct.Struct(">h")
-_CRC = struct.Struct(">I")
-
-_CODEC_MASK = 0x07
-_LOG_APPEND_TIME = 0x08
-_TRANSACTIONAL = 0x10
-_CONTROL = 0x20
-_DELETE_HORIZON = 0x40
 #: attributes that rule out a header-only forward
-_NEEDS_REBUILD = _LOG_APPEND_TIME | _DELETE_HORIZON
+_NEEDS_REBUILD = LOG_APPEND_TIME | DELETE_HORIZON
 
 _ENCODERS = {1: gzip_encode, 2: snappy_encode, 3: lz4_encode, 4: zstd_encode}
 #: no size limit for a rebuilt batch: it holds at most what one source batch held
 _UNLIMITED = 2 ** 62
-
-
-@dataclass(slots=True)
-class ForwardableBatch:
-    """One magic-2 record batch ready for the runtime to produce, with the source offsets of its records.
-
-    ``data`` is exactly one batch with offset deltas ``0..record_count-1``, CreateTime, no delete
-    horizon. ``source_offsets[i]`` is the source offset of the record at delta ``i``. ``max_timestamp``
-    is the largest record timestamp as a consumer sees it (-1 if none). ``reencoded`` is False when
-    ``data`` is the source batch's bytes unchanged, True when it was rebuilt here.
-    """
-
-    data: bytes
-    source_offsets: range | list[int]
-    record_count: int
-    max_timestamp: int
-    reencoded: bool
 
 
 @dataclass(slots=True)
@@ -102,7 +65,7 @@ class SplitResult:
     the data was non-empty but held no complete batch (the fetch size is smaller than a batch).
     """
 
-    batches: list[ForwardableBatch]
+    batches: list[FetchedBatch]
     next_offset: int
     skipped_records: int
     too_large: bool
@@ -119,11 +82,11 @@ def split_fetched(raw: bytes, fetch_offset: int, aborted_transactions: Sequence[
         there is none); only used with ``read_committed``.
     :param read_committed: skip aborted transactional batches, as ``isolation.level=read_committed``.
     :param check_crcs: verify each batch's CRC (CRC-32C for magic 2, CRC-32 for magic 0/1).
-    :raises CorruptRecordException: a batch's CRC or size is wrong; the message names its offsets.
+    :raises CorruptRecordError: a batch's CRC or size is wrong; the message names its offsets.
     """
     aborted = deque(sorted(aborted_transactions or (), key=lambda pair: pair[1])) if read_committed else deque()
     aborted_producers: set[int] = set()
-    batches: list[ForwardableBatch] = []
+    batches: list[FetchedBatch] = []
     position = fetch_offset
     skipped = 0
     complete = 0
@@ -131,9 +94,9 @@ def split_fetched(raw: bytes, fetch_offset: int, aborted_transactions: Sequence[
     size = len(raw)
     pos = 0
     while size - pos >= LOG_OVERHEAD:
-        base_offset, length = _LOG.unpack_from(raw, pos)
+        base_offset, length = LOG_ENTRY.unpack_from(raw, pos)
         if length < _MIN_SIZE:
-            raise CorruptRecordException(f"record batch at offset {base_offset}: size {length} is smaller than "
+            raise CorruptRecordError(f"record batch at offset {base_offset}: size {length} is smaller than "
                                          f"the minimum record overhead ({_MIN_SIZE})")
         end = pos + LOG_OVERHEAD + length
         if end > size:
@@ -141,39 +104,39 @@ def split_fetched(raw: bytes, fetch_offset: int, aborted_transactions: Sequence[
         complete += 1
         entry = view[pos:end]
         pos = end
-        magic = entry[_MAGIC_OFFSET]
+        magic = entry[MAGIC_OFFSET]
         if magic < 2:
             forwardable, position = _legacy_entry(entry, magic, base_offset, position, check_crcs)
             if forwardable is not None:
                 batches.append(forwardable)
             continue
         if magic > 2:
-            raise CorruptRecordException(f"record batch at offset {base_offset}: unknown magic {magic}")
+            raise CorruptRecordError(f"record batch at offset {base_offset}: unknown magic {magic}")
         if len(entry) < HEADER_SIZE:
-            raise CorruptRecordException(f"record batch at offset {base_offset}: size {len(entry)} is "
+            raise CorruptRecordError(f"record batch at offset {base_offset}: size {len(entry)} is "
                                          f"smaller than the batch header ({HEADER_SIZE})")
         (_, _, _, _, crc, attributes, last_delta, _, max_timestamp,
-         producer_id, _, _, count) = _HEADER.unpack_from(entry)
+         producer_id, _, _, count) = HEADER.unpack_from(entry)
         next_offset = base_offset + last_delta + 1
-        if check_crcs and crc32c.crc32c(entry[_ATTRIBUTES_OFFSET:]) != crc:
-            raise CorruptRecordException(f"record batch at offsets {base_offset}..{next_offset - 1} is corrupt "
+        if check_crcs and not crc_matches(entry, crc):
+            raise CorruptRecordError(f"record batch at offsets {base_offset}..{next_offset - 1} is corrupt "
                                          f"(CRC-32C mismatch, stored {crc:#010x})")
-        skip = bool(attributes & _CONTROL)                  # never forwarded, whatever the isolation level
+        skip = bool(attributes & CONTROL)                  # never forwarded, whatever the isolation level
         if read_committed and producer_id >= 0:             # as the Java consumer's CompletedFetch
             while aborted and aborted[0][1] <= next_offset - 1:
                 aborted_producers.add(aborted.popleft()[0])
             if skip:
                 if _is_abort_marker(entry, base_offset):
                     aborted_producers.discard(producer_id)
-            elif attributes & _TRANSACTIONAL and producer_id in aborted_producers:
+            elif attributes & TRANSACTIONAL and producer_id in aborted_producers:
                 skip = True
         if skip:
             skipped += count
         elif count > 0 and last_delta == count - 1 and not attributes & _NEEDS_REBUILD and base_offset >= position:
             data = raw if len(entry) == size and type(raw) is bytes else bytes(entry)
-            batches.append(ForwardableBatch(data, range(base_offset, next_offset), count, max_timestamp, False))
+            batches.append(FetchedBatch(data, range(base_offset, next_offset), count, max_timestamp, False))
         else:
-            forwardable = _rebuild(DefaultRecordBatch(entry), attributes & _CODEC_MASK, position)
+            forwardable = _rebuild(DefaultRecordBatch(entry), attributes & CODEC_MASK, position)
             if forwardable is not None:
                 batches.append(forwardable)
         position = next_offset
@@ -184,22 +147,22 @@ def _is_abort_marker(batch_bytes: memoryview, base_offset: int) -> bool:
     """Whether a control batch holds an ABORT marker (its first record's key says so)."""
     record = next(iter(DefaultRecordBatch(batch_bytes)), None)
     if record is None:
-        raise CorruptRecordException(f"control batch at offset {base_offset} holds no record")
+        raise CorruptRecordError(f"control batch at offset {base_offset} holds no record")
     return ControlRecord.parse(record.key) == ABORT_MARKER
 
 
 def _legacy_entry(entry: memoryview, magic: int, offset: int, position: int,
-                  check_crcs: bool) -> tuple[ForwardableBatch | None, int]:
+                  check_crcs: bool) -> tuple[FetchedBatch | None, int]:
     """Convert one magic 0/1 message (a wrapper holds a compressed message set) to v2; returns (batch, position)."""
     batch = LegacyRecordBatch(entry, magic)
     if check_crcs and not batch.validate_crc():
-        raise CorruptRecordException(f"message at offset {offset} (magic {magic}) is corrupt (CRC-32 mismatch)")
-    codec = entry[_LEGACY_ATTRIBUTES_OFFSET] & _CODEC_MASK
+        raise CorruptRecordError(f"message at offset {offset} (magic {magic}) is corrupt (CRC-32 mismatch)")
+    codec = entry[_LEGACY_ATTRIBUTES_OFFSET] & CODEC_MASK
     forwardable = _rebuild(batch, codec, position)
     return forwardable, batch.next_offset
 
 
-def _rebuild(records: Iterable, codec: int, position: int) -> ForwardableBatch | None:
+def _rebuild(records: Iterable, codec: int, position: int) -> FetchedBatch | None:
     """Re-encode the records at or after ``position`` as one v2 CreateTime batch with ``codec``.
 
     Keys, values and headers are copied as decoded; each record keeps the timestamp a consumer sees
@@ -229,7 +192,7 @@ def _rebuild(records: Iterable, codec: int, position: int) -> ForwardableBatch |
     count = len(offsets)
     contiguous = offsets[-1] - offsets[0] == count - 1
     source_offsets = range(offsets[0], offsets[-1] + 1) if contiguous else offsets
-    return ForwardableBatch(bytes(data), source_offsets, count, max_timestamp, True)
+    return FetchedBatch(bytes(data), source_offsets, count, max_timestamp, True)
 
 
 def _compress(batch: bytearray, codec: int) -> bytearray:
@@ -237,17 +200,17 @@ def _compress(batch: bytearray, codec: int) -> bytearray:
     its length, attributes and CRC; aiokafka's builder would fall back to no compression."""
     encode = _ENCODERS.get(codec)
     if encode is None:
-        raise CorruptRecordException(f"unknown compression codec {codec}")
+        raise CorruptRecordError(f"unknown compression codec {codec}")
     out = batch[:HEADER_SIZE]
     out += encode(bytes(batch[HEADER_SIZE:]))
-    _BATCH_LENGTH.pack_into(out, 8, len(out) - LOG_OVERHEAD)
-    attributes = _ATTRIBUTES.unpack_from(out, _ATTRIBUTES_OFFSET)[0]
-    _ATTRIBUTES.pack_into(out, _ATTRIBUTES_OFFSET, (attributes & ~_CODEC_MASK) | codec)
-    _CRC.pack_into(out, _CRC_OFFSET, crc32c.crc32c(memoryview(out)[_ATTRIBUTES_OFFSET:]))
+    write_length(out)
+    attributes = HEADER.unpack_from(out)[5]
+    write_attributes(out, (attributes & ~CODEC_MASK) | codec)
+    write_crc(out)
     return out
 
 
-def coalesce(batches: Sequence[ForwardableBatch], limit: int) -> list[ForwardableBatch]:
+def coalesce(batches: Sequence[FetchedBatch], limit: int) -> list[FetchedBatch]:
     """Merge runs of consecutive small batches of one partition into batches of up to ``limit`` bytes.
 
     Producers that send each record at once (``linger.ms=0``) write batches of one or a few
@@ -260,8 +223,8 @@ def coalesce(batches: Sequence[ForwardableBatch], limit: int) -> list[Forwardabl
     """
     if limit <= 0 or len(batches) < 2:
         return list(batches)
-    out: list[ForwardableBatch] = []
-    run: list[ForwardableBatch] = []
+    out: list[FetchedBatch] = []
+    run: list[FetchedBatch] = []
     run_size = 0
     run_codec = -1
 
@@ -274,7 +237,7 @@ def coalesce(batches: Sequence[ForwardableBatch], limit: int) -> list[Forwardabl
 
     for batch in batches:
         size = len(batch.data)
-        codec = batch.data[_ATTRIBUTES_OFFSET + 1] & _CODEC_MASK
+        codec = codec_of(batch.data)
         if size >= limit:
             flush()
             run_size = 0
@@ -290,7 +253,7 @@ def coalesce(batches: Sequence[ForwardableBatch], limit: int) -> list[Forwardabl
     return out
 
 
-def _merge(run: Sequence[ForwardableBatch], codec: int) -> ForwardableBatch:
+def _merge(run: Sequence[FetchedBatch], codec: int) -> FetchedBatch:
     """One batch holding every record of ``run`` in order (see :func:`coalesce`)."""
     builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, _UNLIMITED)
     offsets: list[int] = []
@@ -307,5 +270,5 @@ def _merge(run: Sequence[ForwardableBatch], codec: int) -> ForwardableBatch:
     if codec:
         data = _compress(data, codec)
     contiguous = offsets[-1] - offsets[0] == len(offsets) - 1
-    return ForwardableBatch(bytes(data), range(offsets[0], offsets[-1] + 1) if contiguous else offsets,
+    return FetchedBatch(bytes(data), range(offsets[0], offsets[-1] + 1) if contiguous else offsets,
                             len(offsets), max_timestamp, True)

@@ -9,11 +9,13 @@ rather than writing a second fetcher, :func:`capture_batches` attaches to one co
    partition in a Fetch response are kept until the fetcher has processed the response (which
    it does right after the ``await``, before anything else runs on the loop);
 2. it gives the fetcher a result dict that swaps each partition's record iterator for
-   :class:`BatchIterator`, which yields :class:`~mirrorline.connectors.source_mirror.record_batches.
-   ForwardableBatch` items (control and aborted batches skipped, read_committed as MM2) and moves
-   the fetch position exactly as aiokafka's own iterator does.
+   :class:`BatchIterator`, which yields :class:`~mirrorline.api.kafka.FetchedBatch` items (control
+   and aborted batches skipped, read_committed as MM2; :func:`~.fetched_batches.split_fetched`) and
+   moves the fetch position exactly as aiokafka's own iterator does.
 
-``getmany`` then returns ForwardableBatch items in place of ConsumerRecords. If aiokafka's
+``getmany`` then returns FetchedBatch items in place of ConsumerRecords. This is how a consumer
+made with ``fetch_batches`` (:meth:`mirrorline.api.clients.KafkaClients.consumer`) works; a
+connector never touches the hooks. If aiokafka's
 internals ever stop matching (the consumer is pinned to a minor version for this), a partition
 whose raw bytes were not captured keeps aiokafka's record iterator, so the task receives
 ConsumerRecords and copies them record by record: slower, never wrong. Both hooks belong to the
@@ -28,7 +30,8 @@ from collections.abc import Sequence
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.consumer.fetcher import FetchResult
 
-from mirrorline.connectors.source_mirror.record_batches import ForwardableBatch, split_fetched
+from mirrorline.api.kafka import FetchedBatch
+from mirrorline.clients.fetched_batches import split_fetched
 
 _FETCH_API_KEY = 1
 
@@ -49,7 +52,7 @@ class BatchIterator:
     def __iter__(self):
         return self
 
-    def __next__(self) -> ForwardableBatch:
+    def __next__(self) -> FetchedBatch:
         return next(self._iterator)
 
     def _batches(self):
@@ -127,7 +130,7 @@ class BatchCapture:
 
 def capture_batches(consumer: AIOKafkaConsumer, *, read_committed: bool = True,
                     check_crcs: bool = True) -> BatchCapture:
-    """Attach to a started consumer so ``getmany`` returns ForwardableBatch items (module docstring)."""
+    """Attach to a started consumer so ``getmany`` returns FetchedBatch items (module docstring)."""
     if consumer._fetcher is None:
         raise RuntimeError("capture_batches needs a started consumer")
     return BatchCapture(consumer, read_committed=read_committed, check_crcs=check_crcs)

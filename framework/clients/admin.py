@@ -1,0 +1,141 @@
+"""The contract's :class:`~mirrorline.api.clients.Admin` over aiokafka's admin client and our own requests.
+
+What aiokafka's ``AIOKafkaAdminClient`` offers is called and its answers turned into the
+contract's types (:mod:`mirrorline.api.kafka`); what it lacks (IncrementalAlterConfigs,
+CreateTopics v4, admin offset commits and deletes, group states, ACLs, producer fencing) comes
+from :mod:`.kafka_admin`. Every aiokafka error is translated (:mod:`.errors`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+from mirrorline.api.clients import AclBinding, AclFilter, Admin
+from mirrorline.api.errors import KafkaError
+from mirrorline.api.kafka import (BrokerInfo, ClusterDescription, ConfigEntry, GroupListing, NewTopic,
+                                  OffsetAndMetadata, PartitionInfo, TopicDescription, TopicPartition)
+from mirrorline.clients import kafka_admin
+from mirrorline.clients.consumer import AIO_ERRORS, aio, ours
+from mirrorline.clients.errors import error_for_code, translate
+from mirrorline.clients.kafka_clients import client_kwargs
+
+
+class KafkaAdmin(Admin):
+    """An admin client of one cluster; build it with :meth:`from_settings`."""
+
+    def __init__(self, kwargs: dict[str, Any], ignored: list[str] | None = None):
+        self.ignored_settings = list(ignored or [])
+        self.principal = kwargs.get("sasl_plain_username")
+        self._admin = AIOKafkaAdminClient(**kwargs)
+
+    @classmethod
+    def from_settings(cls, props: Mapping[str, Any]) -> KafkaAdmin:
+        """An admin client from Java-style settings."""
+        return cls(*client_kwargs(props, "admin"))
+
+    async def _call(self, coro):
+        try:
+            return await coro
+        except AIO_ERRORS as exc:
+            raise translate(exc) from exc
+
+    async def start(self) -> None:
+        await self._call(self._admin.start())
+
+    async def stop(self) -> None:
+        await self._call(self._admin.close())
+
+    # -- topics ----------------------------------------------------------------------------------
+    async def list_topics(self) -> list[str]:
+        return list(await self._call(self._admin.list_topics()))
+
+    async def describe_topics(self, topics: Iterable[str] | None = None) -> list[TopicDescription]:
+        wanted = None if topics is None else list(topics)
+        if wanted == []:
+            return []
+        out = []
+        for entry in await self._call(self._admin.describe_topics(wanted)):
+            code = entry["error_code"]
+            if code:
+                out.append(TopicDescription(entry["topic"], (), bool(entry.get("is_internal")),
+                                            error_for_code(code, f"describing topic {entry['topic']!r}")))
+                continue
+            partitions = tuple(sorted(PartitionInfo(p["partition"], p["leader"], tuple(p["replicas"]), tuple(p["isr"]))
+                                      for p in entry["partitions"]))
+            out.append(TopicDescription(entry["topic"], partitions, bool(entry.get("is_internal"))))
+        return out
+
+    async def create_topics(self, topics: Iterable[NewTopic], timeout_ms: int = 30_000) -> dict[str, KafkaError | None]:
+        answer = await self._call(kafka_admin.create_topics(
+            self._admin, [(t.name, t.num_partitions, t.replication_factor, dict(t.configs)) for t in topics],
+            timeout_ms))
+        return {name: None if code == 0 else error_for_code(code, message or f"creating topic {name!r}")
+                for name, (code, message) in answer.items()}
+
+    async def create_partitions(self, new_totals: Mapping[str, int]) -> None:
+        await self._call(self._admin.create_partitions(
+            {topic: NewPartitions(total_count=int(total)) for topic, total in new_totals.items()}))
+
+    async def describe_topic_configs(self, topics: Iterable[str]) -> dict[str, list[ConfigEntry]]:
+        names = list(topics)
+        if not names:
+            return {}
+        responses = await self._call(self._admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, t) for t in names]))
+        out: dict[str, list[ConfigEntry]] = {}
+        for response in responses:
+            for error_code, _message, _type, name, entries in response.resources:
+                if error_code == 0:
+                    out[name] = [ConfigEntry(entry[0], entry[1], bool(entry[2]), int(entry[3]), bool(entry[4]))
+                                 for entry in entries]
+        return out
+
+    async def incremental_alter_configs(self, topic: str, set_configs: Mapping[str, str],
+                                        delete_configs: Iterable[str] = ()) -> None:
+        await self._call(kafka_admin.incremental_alter_configs(self._admin, topic, set_configs, delete_configs))
+
+    # -- cluster -----------------------------------------------------------------------------------
+    async def describe_cluster(self) -> ClusterDescription:
+        found = await self._call(self._admin.describe_cluster())
+        brokers = tuple(BrokerInfo(b["node_id"], b["host"], b["port"], b.get("rack"))
+                        for b in found.get("brokers") or ())
+        return ClusterDescription(found.get("cluster_id") or None, found.get("controller_id", -1), brokers)
+
+    # -- groups ------------------------------------------------------------------------------------
+    async def list_consumer_groups(self) -> list[GroupListing]:
+        listed = await self._call(self._admin.list_consumer_groups())
+        return [GroupListing(entry[0], entry[1] if len(entry) > 1 else "") for entry in listed]
+
+    async def list_consumer_group_offsets(self, group: str, partitions: Iterable[TopicPartition] | None = None
+                                          ) -> dict[TopicPartition, OffsetAndMetadata]:
+        wanted = None if partitions is None else aio(partitions)
+        found = await self._call(self._admin.list_consumer_group_offsets(group, partitions=wanted))
+        return {ours(tp): OffsetAndMetadata(meta.offset, meta.metadata or "") for tp, meta in found.items()}
+
+    async def describe_consumer_group_state(self, group: str) -> str:
+        return await self._call(kafka_admin.describe_consumer_group_state(self._admin, group))
+
+    async def alter_consumer_group_offsets(self, group: str,
+                                           offsets: Mapping[TopicPartition, int | tuple[int, str]]) -> None:
+        await self._call(kafka_admin.alter_consumer_group_offsets(self._admin, group, offsets))
+
+    async def delete_consumer_group_offsets(self, group: str, partitions: Iterable[TopicPartition]) -> None:
+        await self._call(kafka_admin.delete_consumer_group_offsets(self._admin, group, partitions))
+
+    # -- ACLs --------------------------------------------------------------------------------------
+    async def describe_acls(self, acl_filter: AclFilter = AclFilter()) -> list[AclBinding]:
+        return await self._call(kafka_admin.describe_acls(self._admin, acl_filter))
+
+    async def create_acls(self, bindings: Iterable[AclBinding]) -> list[tuple[AclBinding, Exception]]:
+        return [(binding, translate(error)) for binding, error in
+                await self._call(kafka_admin.create_acls(self._admin, bindings))]
+
+    # -- beyond the contract: the runtime's -------------------------------------------------------
+    async def fence_producers(self, transactional_ids: Iterable[str], *, timeout_ms: int = 60_000) -> None:
+        """Fence every producer of ``transactional_ids`` (Kafka's ``Admin.fenceProducers``, KIP-730; see
+        :func:`.kafka_admin.fence_producers`)."""
+        await self._call(kafka_admin.fence_producers(self._admin, transactional_ids, timeout_ms=timeout_ms))

@@ -1,0 +1,242 @@
+"""The contract's :class:`~mirrorline.api.clients.Consumer` over aiokafka's consumer, and the runtime's group consumer.
+
+:class:`KafkaConsumer` is what ``context.clients.consumer(props)`` returns: an assign-only
+consumer whose partitions, offsets and errors are mirrorline's. Records are aiokafka's own
+``ConsumerRecord`` objects, handed out uncopied (they have every attribute of the contract's
+``ConsumerRecord`` protocol); only the dict around them is rebuilt, once per partition and call,
+with the contract's :class:`~mirrorline.api.kafka.TopicPartition` keys. With ``fetch_batches``
+the consumer's fetcher is hooked by :mod:`.batch_capture` so ``getmany`` returns
+:class:`~mirrorline.api.kafka.FetchedBatch` items, merged by :func:`.fetched_batches.coalesce`
+when asked.
+
+:class:`GroupConsumer` adds what only the runtime's sink tasks need: a consumer group
+(subscribe with a rebalance listener, commit).
+
+aiokafka checks that partitions are its own ``TopicPartition`` class, so partitions are
+converted at this wall in both directions.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+from aiokafka import errors as ak
+from aiokafka.structs import TopicPartition as AioPartition
+
+from mirrorline.api.clients import BatchFetch, Consumer
+from mirrorline.api.kafka import FetchedBatch, OffsetAndTimestamp, TopicPartition
+from mirrorline.clients.batch_capture import BatchCapture, capture_batches
+from mirrorline.clients.errors import translate
+from mirrorline.clients.fetched_batches import coalesce
+from mirrorline.clients.kafka_clients import client_kwargs
+
+#: What aiokafka raises that the wall translates.
+AIO_ERRORS = (ak.KafkaError, ak.ConsumerStoppedError)
+
+
+def aio(partitions: Iterable[TopicPartition]) -> list[AioPartition]:
+    """aiokafka's own partition objects for ``partitions``."""
+    return [AioPartition(tp[0], tp[1]) for tp in partitions]
+
+
+def ours(tp: Any) -> TopicPartition:
+    """The contract's partition for one of aiokafka's."""
+    return TopicPartition(tp[0], tp[1])
+
+
+class KafkaConsumer(Consumer):
+    """An assign-only consumer (see the module docstring); build it with :meth:`from_settings`."""
+
+    def __init__(self, kwargs: dict[str, Any], ignored: list[str] | None = None, *,
+                 fetch_batches: BatchFetch | None = None):
+        self.ignored_settings = list(ignored or [])
+        self.principal = kwargs.get("sasl_plain_username")
+        self.read_committed = kwargs.get("isolation_level") == "read_committed"
+        self._check_crcs = kwargs.get("check_crcs", True)
+        self._consumer = AIOKafkaConsumer(**kwargs)
+        self._fetch_batches = fetch_batches
+        self._coalesce_bytes = fetch_batches.coalesce_bytes if fetch_batches is not None else 0
+        #: aiokafka partition -> ours, so a getmany builds no partition object it built before
+        self._ours: dict[Any, TopicPartition] = {}
+        #: the batch-capture hooks, once started with ``fetch_batches`` (their counters say how batches went)
+        self.capture: BatchCapture | None = None
+
+    @classmethod
+    def from_settings(cls, props: Mapping[str, Any], *, fetch_batches: BatchFetch | None = None) -> KafkaConsumer:
+        """A consumer from Java-style settings; ``group.id`` is dropped and nothing is ever committed."""
+        kwargs, ignored = client_kwargs(props, "consumer")
+        kwargs.pop("group_id", None)
+        kwargs["enable_auto_commit"] = False
+        return cls(kwargs, ignored, fetch_batches=fetch_batches)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    async def start(self) -> None:
+        try:
+            await self._consumer.start()
+        except AIO_ERRORS as exc:
+            raise translate(exc) from exc
+        if self._fetch_batches is not None:
+            self.capture = capture_batches(self._consumer, read_committed=self.read_committed,
+                                           check_crcs=self._check_crcs)
+
+    async def stop(self) -> None:
+        try:
+            await self._consumer.stop()
+        except AIO_ERRORS as exc:
+            raise translate(exc) from exc
+
+    # -- positions -------------------------------------------------------------------------------
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        self._consumer.assign(aio(partitions))
+
+    def assignment(self) -> set[TopicPartition]:
+        return {ours(tp) for tp in self._consumer.assignment()}
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        try:
+            self._consumer.seek(AioPartition(partition[0], partition[1]), offset)
+        except AIO_ERRORS as exc:
+            raise translate(exc) from exc
+
+    async def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        try:
+            await self._consumer.seek_to_beginning(*aio(partitions))
+        except AIO_ERRORS as exc:
+            raise translate(exc) from exc
+
+    async def seek_to_end(self, *partitions: TopicPartition) -> None:
+        try:
+            await self._consumer.seek_to_end(*aio(partitions))
+        except AIO_ERRORS as exc:
+            raise translate(exc) from exc
+
+    async def position(self, partition: TopicPartition) -> int:
+        try:
+            return await self._consumer.position(AioPartition(partition[0], partition[1]))
+        except AIO_ERRORS as exc:
+            raise translate(exc) from exc
+
+    def _state(self, partition: TopicPartition):
+        """aiokafka's assignment state of ``partition`` (None when it is not assigned)."""
+        try:
+            return self._consumer._subscription.subscription.assignment.state_value(partition)
+        except (AttributeError, KeyError):  # no subscription (yet, or any more), or not assigned
+            return None
+
+    def fetch_position(self, partition: TopicPartition) -> int | None:
+        state = self._state(partition)
+        if state is None or not state.has_valid_position:
+            return None
+        return state.position
+
+    def highwater(self, partition: TopicPartition) -> int | None:
+        state = self._state(partition)
+        return None if state is None else state.highwater
+
+    def last_stable_offset(self, partition: TopicPartition) -> int | None:
+        state = self._state(partition)
+        return None if state is None else state.lso
+
+    # -- reading ---------------------------------------------------------------------------------
+    async def getmany(self, *partitions: TopicPartition, timeout_ms: int = 0,
+                      max_records: int | None = None) -> dict[TopicPartition, list]:
+        try:
+            fetched = await self._consumer.getmany(*aio(partitions), timeout_ms=timeout_ms, max_records=max_records)
+        except AIO_ERRORS as exc:
+            raise translate(exc, self._consumer.assignment()) from exc
+        known = self._ours
+        out: dict[TopicPartition, list] = {}
+        for tp, items in fetched.items():
+            key = known.get(tp)
+            if key is None:
+                key = known[tp] = ours(tp)
+            if self._coalesce_bytes and len(items) > 1 and type(items[0]) is FetchedBatch:
+                items = coalesce(items, self._coalesce_bytes)
+            out[key] = items
+        return out
+
+    async def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        try:
+            found = await self._consumer.beginning_offsets(aio(partitions))
+        except AIO_ERRORS as exc:
+            raise translate(exc) from exc
+        return {ours(tp): offset for tp, offset in found.items()}
+
+    async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        try:
+            found = await self._consumer.end_offsets(aio(partitions))
+        except AIO_ERRORS as exc:
+            raise translate(exc) from exc
+        return {ours(tp): offset for tp, offset in found.items()}
+
+    async def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]
+                                ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        try:
+            found = await self._consumer.offsets_for_times(
+                {AioPartition(tp[0], tp[1]): int(ts) for tp, ts in timestamps.items()})
+        except AIO_ERRORS as exc:
+            raise translate(exc) from exc
+        return {ours(tp): None if hit is None else OffsetAndTimestamp(hit.offset, hit.timestamp)
+                for tp, hit in found.items()}
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        self._consumer.pause(*aio(partitions))
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        self._consumer.resume(*aio(partitions))
+
+
+class RebalanceListener(ABC):
+    """What a :class:`GroupConsumer` calls when the group takes partitions away or hands them out."""
+
+    @abstractmethod
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        """Before a rebalance: ``revoked`` are no longer this member's once it returns."""
+
+    @abstractmethod
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        """After a rebalance: this member's partitions now."""
+
+
+class _Rebalances(ConsumerRebalanceListener):
+    """aiokafka's listener interface, handing mirrorline partitions to a :class:`RebalanceListener`."""
+
+    def __init__(self, listener: RebalanceListener):
+        self._listener = listener
+
+    async def on_partitions_revoked(self, revoked) -> None:
+        await self._listener.on_partitions_revoked({ours(tp) for tp in revoked})
+
+    async def on_partitions_assigned(self, assigned) -> None:
+        await self._listener.on_partitions_assigned({ours(tp) for tp in assigned})
+
+
+class GroupConsumer(KafkaConsumer):
+    """A member of a consumer group (the runtime's sink tasks): subscribes, is assigned, commits."""
+
+    @classmethod
+    def from_settings(cls, props: Mapping[str, Any], *, fetch_batches: BatchFetch | None = None) -> GroupConsumer:
+        """A group member from Java-style settings (``group.id`` required; auto-commit as set)."""
+        kwargs, ignored = client_kwargs(props, "consumer")
+        if not kwargs.get("group_id"):
+            raise ValueError("a group consumer needs group.id")
+        return cls(kwargs, ignored, fetch_batches=fetch_batches)
+
+    def subscribe(self, listener: RebalanceListener, topics: Iterable[str] | None = None,
+                  pattern: re.Pattern | str | None = None) -> None:
+        """Join the group for ``topics`` or the topics matching ``pattern``; ``listener`` hears each rebalance."""
+        if pattern is not None:
+            self._consumer.subscribe(pattern=pattern, listener=_Rebalances(listener))
+        else:
+            self._consumer.subscribe(topics=list(topics or ()), listener=_Rebalances(listener))
+
+    async def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit ``offsets`` (the next offset to consume per partition) for the group."""
+        try:
+            await self._consumer.commit({AioPartition(tp[0], tp[1]): offset for tp, offset in offsets.items()})
+        except AIO_ERRORS as exc:
+            raise translate(exc) from exc
