@@ -24,6 +24,7 @@ Every client is made unstarted: ``await client.start()`` (or ``async with client
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -307,6 +308,10 @@ class Consumer(_Client):
         """For each partition, the first record at or after the timestamp (epoch ms); None if there is none."""
 
     @abstractmethod
+    async def topics(self) -> set[str]:
+        """Every topic's name (Java's ``listTopics``), from the cluster's metadata."""
+
+    @abstractmethod
     def pause(self, *partitions: TopicPartition) -> None:
         """Fetch nothing more of ``partitions`` until :meth:`resume`."""
 
@@ -398,6 +403,15 @@ class KafkaClients(ABC):
 
         None also when no broker can be reached at all: the caller's own error says that.
         """
+
+    def quiet_logs(self) -> contextlib.AbstractContextManager:
+        """A context manager that silences the Kafka client library's own log records (each failed
+        connection attempt is an ERROR) unless the root logger is at DEBUG.
+
+        For one-shot commands that report a failure themselves, once, as one line. The level is
+        process-wide: not for use while workers run. The default silences nothing.
+        """
+        return contextlib.nullcontext()
 
     # -- the aiokafka-shaped surface, on its way out (issue 26): connectors move to the factories above --
 

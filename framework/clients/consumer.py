@@ -183,6 +183,12 @@ class KafkaConsumer(Consumer):
         return {ours(tp): None if hit is None else OffsetAndTimestamp(hit.offset, hit.timestamp)
                 for tp, hit in found.items()}
 
+    async def topics(self) -> set[str]:
+        try:
+            return set(await self._consumer.topics())
+        except AIO_ERRORS as exc:
+            raise translate(exc) from exc
+
     def pause(self, *partitions: TopicPartition) -> None:
         self._consumer.pause(*aio(partitions))
 

@@ -6,7 +6,9 @@ to the launcher of plugin commands.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import contextlib
+import logging
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from mirrorline.api.clients import AclBinding, AclFilter, BatchFetch, KafkaClients
@@ -28,6 +30,19 @@ class AioKafkaClients(KafkaClients):
 
     def producer(self, props: Mapping[str, Any]) -> KafkaProducer:
         return KafkaProducer.from_settings(props)
+
+    @contextlib.contextmanager
+    def quiet_logs(self) -> Iterator[None]:
+        logger = logging.getLogger("aiokafka")
+        if logging.getLogger().isEnabledFor(logging.DEBUG):
+            yield
+            return
+        previous = logger.level
+        logger.setLevel(logging.CRITICAL)
+        try:
+            yield
+        finally:
+            logger.setLevel(previous)
 
     def client_kwargs(self, props: Mapping[str, Any], role: str) -> tuple[dict[str, Any], list[str]]:
         return kafka_clients.client_kwargs(props, role)
