@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from mirrorline.api import Consumer, TopicPartition
 
 from mirrorline.connectors.mirror_client.clients import read_to_end
 from mirrorline.connectors.mirror_client.formats import Checkpoint, SchemaError
@@ -28,7 +28,7 @@ class CheckpointStore:
         self.checkpoints: dict[tuple[str, str, int], Checkpoint] = {}
         self.loaded = False
 
-    async def load(self, consumer: AIOKafkaConsumer, topic: str) -> bool:
+    async def load(self, consumer: Consumer, topic: str) -> bool:
         """Read the checkpoints topic; True when it was read completely."""
         def keep(record) -> None:
             try:

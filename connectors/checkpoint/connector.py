@@ -13,9 +13,9 @@ import asyncio
 import logging
 from typing import Any
 
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from mirrorline.api import BadRequestError, Config, ConfigValue, SourceConnector
+from mirrorline.api import (Admin, BadRequestError, Config, ConfigValue, NewTopic, SourceConnector,
+                            TopicAlreadyExistsError)
 
 from mirrorline.connectors.checkpoint.config import CHECKPOINT_CONFIG_DEF, TASK_ASSIGNED_GROUPS, TASK_INDEX
 from mirrorline.connectors.checkpoint.task import MirrorCheckpointTask
@@ -37,7 +37,7 @@ def contiguous_chunks(items: list[str], count: int) -> list[list[str]]:
     return chunks
 
 
-async def find_groups(admin: AIOKafkaAdminClient, group_filter: GroupFilter, topic_filter: TopicFilter) -> list[str]:
+async def find_groups(admin: Admin, group_filter: GroupFilter, topic_filter: TopicFilter) -> list[str]:
     """Source groups the filter accepts that have committed offsets on an accepted topic (KAFKA-14837)."""
     groups = sorted({g[0] for g in await admin.list_consumer_groups() if group_filter.should_replicate_group(g[0])})
     found = []
@@ -97,10 +97,10 @@ class MirrorCheckpointConnector(SourceConnector):
         # a flow from a cluster into itself is accepted, as MM2 accepts it: checkpoints copy no record
         topic = load_replication_policy(originals).checkpoints_topic(source)
         response = await self.target_admin.create_topics([NewTopic(
-            topic, 1, config["checkpoints.topic.replication.factor"], topic_configs={"cleanup.policy": "compact"})])
-        for name, error_code, *_ in response.topic_errors:
-            if error_code not in (0, 36):
-                log.warning("Could not create checkpoints topic %s (error %s); assuming it exists", name, error_code)
+            topic, 1, config["checkpoints.topic.replication.factor"], {"cleanup.policy": "compact"})])
+        for name, error in response.items():
+            if error is not None and not isinstance(error, TopicAlreadyExistsError):
+                log.warning("Could not create checkpoints topic %s (error %s); assuming it exists", name, error.code)
         self.groups = await find_groups(self.source_admin, self.group_filter, self.topic_filter)
         if config["refresh.groups.enabled"]:
             self._loop = self.context.run_in_background(self._refresh_loop(config["refresh.groups.interval.seconds"]),

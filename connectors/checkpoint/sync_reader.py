@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from mirrorline.api import Consumer, TopicPartition
 
 from mirrorline.connectors.mirror_client.clients import read_to_end
 from mirrorline.connectors.mirror_client.formats import OffsetSync, SchemaError
@@ -24,7 +24,7 @@ class OffsetSyncReader:
     crash fails the task instead of stopping the tail silently.
     """
 
-    def __init__(self, consumer: AIOKafkaConsumer, topic: str, store: OffsetSyncStore,
+    def __init__(self, consumer: Consumer, topic: str, store: OffsetSyncStore,
                  run_in_background: Callable[[Coroutine[Any, Any, Any], str], asyncio.Task]):
         self._run_in_background = run_in_background
         self._consumer = consumer

@@ -15,15 +15,14 @@ import asyncio
 import logging
 import time
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from mirrorline.api import RecordMetadata, SourceRecord, SourceTask
+from mirrorline.api import RecordMetadata, SourceRecord, SourceTask, TopicPartition
 
 from mirrorline.connectors.checkpoint import metrics
 from mirrorline.connectors.checkpoint.checkpoint_store import CheckpointStore
 from mirrorline.connectors.checkpoint.config import CHECKPOINT_CONFIG_DEF, TASK_ASSIGNED_GROUPS
 from mirrorline.connectors.checkpoint.sync_reader import OffsetSyncReader
-from mirrorline.connectors.mirror_client.clients import admin_client, connect_admin, consumer_kwargs
+from mirrorline.connectors.mirror_client.clients import admin_client, connect_admin, consumer_for
 from mirrorline.connectors.mirror_client.config import (
     CONSUMER_POLL_TIMEOUT_MS,
     OFFSET_SYNCS_TOPIC_LOCATION,
@@ -71,7 +70,7 @@ class MirrorCheckpointTask(SourceTask):
         await connect_admin(self.target_admin, config, "target")
 
         self.store = CheckpointStore(set(self.groups))
-        loader = AIOKafkaConsumer(**consumer_kwargs(clients, config, "target", f"{flow}|checkpoints-target-consumer"))
+        loader = consumer_for(clients, config, "target", f"{flow}|checkpoints-target-consumer")
         await loader.start()
         try:
             loaded = await self.store.load(loader, self.checkpoints_topic)
@@ -82,7 +81,7 @@ class MirrorCheckpointTask(SourceTask):
         syncs_topic = self.policy.offset_syncs_topic(self.target if on_source else self.source)
         self.syncs = OffsetSyncStore(initialization_must_read_to_end=not loaded)
         self.reader = OffsetSyncReader(
-            AIOKafkaConsumer(**consumer_kwargs(clients, config, side, f"{flow}|offset-syncs-{side}-consumer")),
+            consumer_for(clients, config, side, f"{flow}|offset-syncs-{side}-consumer"),
             syncs_topic, self.syncs, self.context.run_in_background)
         await self.reader.start()
         self._next_emit = time.monotonic()
@@ -171,7 +170,7 @@ class MirrorCheckpointTask(SourceTask):
         checkpoints = self.store.of_group(group)
         if not checkpoints:
             return {}
-        state = await self.context.clients.describe_consumer_group_state(self.target_admin, group)
+        state = await self.target_admin.describe_consumer_group_state(group)
         if state not in ("Dead", "Empty"):
             log.debug("Group %s is %s on %s; its offsets are not touched while it has members",
                       group, state, self.target)
@@ -184,7 +183,7 @@ class MirrorCheckpointTask(SourceTask):
             if existing is None or existing.offset < 0 or existing.offset < checkpoint.downstream_offset:
                 wanted[tp] = (checkpoint.downstream_offset, checkpoint.metadata)
         if wanted:
-            await self.context.clients.alter_consumer_group_offsets(self.target_admin, group, wanted)
+            await self.target_admin.alter_consumer_group_offsets(group, wanted)
             log.info("Synced %d offset(s) of group %s to %s", len(wanted), group, self.target)
         return {tp: offset for tp, (offset, _) in wanted.items()}
 

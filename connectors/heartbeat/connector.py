@@ -13,10 +13,9 @@ import asyncio
 import logging
 import time
 
-from aiokafka.admin import NewTopic
 
 from mirrorline.api import (BadRequestError, Config, ConfigDef, ConfigKey, Importance, Range,
-                           SourceConnector, SourceRecord, SourceTask, Type)
+                           NewTopic, SourceConnector, SourceRecord, SourceTask, Type)
 
 from mirrorline.connectors.mirror_client.clients import admin_client, connect_admin
 from mirrorline.connectors.mirror_client.config import (
@@ -80,11 +79,12 @@ class MirrorHeartbeatConnector(SourceConnector):
         try:
             await connect_admin(target_admin, originals, "target")
             response = await asyncio.wait_for(target_admin.create_topics(
-                [NewTopic(topic, 1, config[REPLICATION_FACTOR], topic_configs={"cleanup.policy": "compact"})]),
+                [NewTopic(topic, 1, config[REPLICATION_FACTOR], {"cleanup.policy": "compact"})]),
                 config["admin.timeout.ms"] / 1000)
         finally:
             await target_admin.close()
-        for name, code, *_ in response.topic_errors:
+        for name, error in response.items():
+            code = 0 if error is None else error.code
             if code in _WARN_ONLY:
                 log.warning("Could not create heartbeats topic %s (%s); assuming it exists", name, _WARN_ONLY[code])
             elif code not in (0, TOPIC_ALREADY_EXISTS):

@@ -19,11 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.structs import OffsetAndMetadata
-
-from mirrorline.api import KafkaClients
+from mirrorline.api import Admin, Consumer, KafkaClients, OffsetAndMetadata, TopicPartition
 
 from .clients import assign_at, read_to_end
 from .config import load_replication_policy
@@ -41,14 +37,13 @@ class MirrorClient:
         self.config = {k: str(v) for k, v in config.items()}
         self.clients = clients
         self.policy = load_replication_policy(self.config)
-        self._admin: AIOKafkaAdminClient | None = None
+        self._admin: Admin | None = None
 
-    def _kwargs(self, role: str) -> dict[str, Any]:
-        props = {k: v for k, v in self.config.items() if not k.startswith("replication.policy")}
-        return self.clients.client_kwargs(props, role)[0]
+    def _props(self) -> dict[str, Any]:
+        return {k: v for k, v in self.config.items() if not k.startswith("replication.policy")}
 
     async def __aenter__(self) -> MirrorClient:
-        self._admin = AIOKafkaAdminClient(**self._kwargs("admin"))
+        self._admin = self.clients.admin(self._props())
         await self._admin.start()
         return self
 
@@ -57,7 +52,7 @@ class MirrorClient:
             await self._admin.close()
 
     @property
-    def admin(self) -> AIOKafkaAdminClient:
+    def admin(self) -> Admin:
         """The started admin client (use the client as ``async with``)."""
         assert self._admin is not None, "use MirrorClient as 'async with MirrorClient(config, clients) as client'"
         return self._admin
@@ -129,7 +124,7 @@ class MirrorClient:
 
         if topic not in await self.topics():
             return {}
-        consumer = AIOKafkaConsumer(**self._kwargs("consumer"), enable_auto_commit=False)
+        consumer = self.clients.consumer(self._props())
         await consumer.start()
         try:
             await read_to_end(consumer, TopicPartition(topic, 0), keep, timeout_s)
@@ -146,8 +141,8 @@ class MirrorClient:
     translate_offsets = remote_consumer_offsets
 
 
-async def reread_count(source_consumer: AIOKafkaConsumer, source_tp: TopicPartition, source_position: int,
-                       target_consumer: AIOKafkaConsumer, target_tp: TopicPartition, target_position: int,
+async def reread_count(source_consumer: Consumer, source_tp: TopicPartition, source_position: int,
+                       target_consumer: Consumer, target_tp: TopicPartition, target_position: int,
                        limit: int = 100_000) -> int | None:
     """Exactly how many records a consumer at ``target_position`` would read that it already read upstream.
 
@@ -174,7 +169,7 @@ async def reread_count(source_consumer: AIOKafkaConsumer, source_tp: TopicPartit
     return None
 
 
-async def _record_at(consumer: AIOKafkaConsumer, tp: TopicPartition, offset: int):
+async def _record_at(consumer: Consumer, tp: TopicPartition, offset: int):
     await assign_at(consumer, tp, offset)
     for _ in range(10):
         for records in (await consumer.getmany(tp, timeout_ms=1000)).values():

@@ -3,29 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
-
-from mirrorline.api import ConfigError, KafkaClients
+from mirrorline.api import Admin, ConfigError, Consumer, KafkaClients, TopicPartition
 
 from .config import (ALLOW_SAME_CLUSTER_FLOW, COMMON_CONFIG_DEF, SOURCE_CLUSTER_ALIAS, TARGET_CLUSTER_ALIAS,
                      client_props)
 
 
-def admin_client(clients: KafkaClients, originals: dict[str, Any], side: str, client_id: str) -> AIOKafkaAdminClient:
+def admin_client(clients: KafkaClients, originals: dict[str, Any], side: str, client_id: str) -> Admin:
     """An admin client for the source or target cluster from the connector's settings (``clients``:
     the context's :class:`~mirrorline.api.clients.KafkaClients`)."""
-    kwargs, _ = clients.client_kwargs({"client.id": client_id, **client_props(originals, side, "admin")}, "admin")
-    return AIOKafkaAdminClient(**kwargs)
+    return clients.admin({"client.id": client_id, **client_props(originals, side, "admin")})
 
 
-async def connect_admin(admin: AIOKafkaAdminClient, originals: dict[str, Any], side: str) -> None:
-    """Start an admin client, turning aiokafka's bare "Unable to bootstrap" into an actionable error."""
+async def connect_admin(admin: Admin, originals: dict[str, Any], side: str) -> None:
+    """Start an admin client, turning the client's bare "Unable to bootstrap" into an actionable error."""
     try:
         await admin.start()
     except Exception as exc:
@@ -38,29 +32,9 @@ async def connect_admin(admin: AIOKafkaAdminClient, originals: dict[str, Any], s
                               f"(security.protocol={protocol}): {exc}; {hint}") from exc
 
 
-@contextlib.contextmanager
-def quiet_client_logs() -> Iterator[None]:
-    """Silence aiokafka's log records (each failed connection attempt is an ERROR) unless the root
-    logger is at DEBUG.
-
-    For one-shot commands that report a failure themselves, once, as one line. The level is
-    process-wide: not for use while workers run.
-    """
-    logger = logging.getLogger("aiokafka")
-    if logging.getLogger().isEnabledFor(logging.DEBUG):
-        yield
-        return
-    previous = logger.level
-    logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        logger.setLevel(previous)
-
-
-async def cluster_id(admin: AIOKafkaAdminClient) -> str | None:
+async def cluster_id(admin: Admin) -> str | None:
     """The id of the cluster a started admin client talks to (None if the brokers do not say)."""
-    return (await admin.describe_cluster()).get("cluster_id") or None
+    return (await admin.describe_cluster()).cluster_id
 
 
 def same_cluster_flow_allowed(config: Mapping[str, Any]) -> bool:
@@ -85,8 +59,7 @@ def refuse_same_cluster(source_alias: str, source_id: str | None, target_alias: 
         f"filters keep the copies out")
 
 
-async def check_distinct_clusters(config: Mapping[str, Any], source_admin: AIOKafkaAdminClient,
-                                  target_admin: AIOKafkaAdminClient) -> None:
+async def check_distinct_clusters(config: Mapping[str, Any], source_admin: Admin, target_admin: Admin) -> None:
     """Refuse (ConfigError) a connector's flow whose source and target are one physical cluster,
     unless ``allow.same.cluster.flow`` is true. Both admin clients must be started."""
     if same_cluster_flow_allowed(config):
@@ -95,15 +68,14 @@ async def check_distinct_clusters(config: Mapping[str, Any], source_admin: AIOKa
                         str(config[TARGET_CLUSTER_ALIAS]), await cluster_id(target_admin))
 
 
-def consumer_kwargs(clients: KafkaClients, originals: dict[str, Any], side: str, client_id: str) -> dict[str, Any]:
-    """aiokafka consumer arguments for the source or target cluster (no group, no auto-commit)."""
-    props = {"client.id": client_id, **client_props(originals, side, "consumer"), "enable.auto.commit": "false"}
-    props.pop("group.id", None)
-    kwargs, _ = clients.client_kwargs(props, "consumer")
-    return kwargs
+def consumer_for(clients: KafkaClients, originals: dict[str, Any], side: str, client_id: str,
+                 overrides: Mapping[str, Any] | None = None) -> Consumer:
+    """An unstarted consumer of the source or target cluster from the connector's settings (it never
+    commits); ``overrides`` are client settings applied last (``{"auto.offset.reset": "earliest"}``)."""
+    return clients.consumer({"client.id": client_id, **client_props(originals, side, "consumer"), **(overrides or {})})
 
 
-async def assign_at(consumer: AIOKafkaConsumer, tp: TopicPartition, offset: int | None = None) -> None:
+async def assign_at(consumer: Consumer, tp: TopicPartition, offset: int | None = None) -> None:
     """Assign ``tp`` alone and position it at ``offset`` (its beginning when None).
 
     assign() schedules a reset to ``auto_offset_reset``; a seek made before that reset
@@ -116,7 +88,7 @@ async def assign_at(consumer: AIOKafkaConsumer, tp: TopicPartition, offset: int 
     consumer.seek(tp, offset)
 
 
-async def read_to_end(consumer: AIOKafkaConsumer, tp: TopicPartition, on_record: Callable[[Any], None],
+async def read_to_end(consumer: Consumer, tp: TopicPartition, on_record: Callable[[Any], None],
                       timeout_s: float = 60.0) -> None:
     """Feed every record of ``tp`` from its start to its current end to ``on_record``.
 
@@ -132,3 +104,4 @@ async def read_to_end(consumer: AIOKafkaConsumer, tp: TopicPartition, on_record:
         for records in (await consumer.getmany(tp, timeout_ms=500)).values():
             for record in records:
                 on_record(record)
+

@@ -16,7 +16,6 @@ import json
 from mirrorline.api import Command, ConfigError, WorkerLauncher
 from mirrorline.api.configfile import load_config_file
 
-from mirrorline.connectors.mirror_client.clients import quiet_client_logs
 from mirrorline.connectors.mirror_client.config import client_props
 from mirrorline.connectors.mm2.mm2_config import SOURCE_CONNECTOR, MirrorMakerConfig
 
@@ -103,7 +102,7 @@ class BackfillCommand(Command):
         parse_position("--to", args.to)
         settings, clients = job_settings(config, source, target, args,
                                          spark_settings(props, args.spark_master, args.spark_conf))
-        with quiet_client_logs():
+        with launcher.clients.quiet_logs():
             summary = await launcher.run_job("backfill", settings, client_settings=clients)
         print(json.dumps(summary, indent=2) if args.json else format_summary(summary))
         return 0

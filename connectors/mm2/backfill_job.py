@@ -38,13 +38,10 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import NewTopic
-
 from mirrorline.api import (ConfigDef, ConfigError, ConfigKey, ConnectError, ConnectorRef, Importance, Job, JobContext,
-                            JobSettings, KafkaClients, PartitionTarget, Range, Type)
+                            JobSettings, KafkaClients, NewTopic, PartitionTarget, Range, TopicPartition, Type)
 
-from mirrorline.connectors.mirror_client.clients import admin_client, connect_admin, consumer_kwargs
+from mirrorline.connectors.mirror_client.clients import admin_client, connect_admin, consumer_for
 from mirrorline.connectors.mirror_client.config import (OFFSET_SYNCS_TOPIC_LOCATION, SOURCE_CLUSTER_ALIAS, TARGET_CLUSTER_ALIAS,
                                              client_props, load_replication_policy)
 from mirrorline.connectors.mirror_client.filters import GroupFilter
@@ -201,10 +198,9 @@ class _Backfill:
         client_id = f"{self.flow}|backfill"
         self.source_admin = admin_client(clients, self.originals, "source", f"{client_id}-source-admin")
         self.target_admin = admin_client(clients, self.originals, "target", f"{client_id}-target-admin")
-        self.source = AIOKafkaConsumer(**{**consumer_kwargs(clients, self.originals, "source", f"{client_id}-source"),
-                                          "auto_offset_reset": "earliest", "fetch_max_wait_ms": 10})
-        self.target = AIOKafkaConsumer(**{**consumer_kwargs(clients, self.originals, "target", f"{client_id}-target"),
-                                          "auto_offset_reset": "earliest", "fetch_max_wait_ms": 10})
+        fast = {"auto.offset.reset": "earliest", "fetch.max.wait.ms": 10}
+        self.source = consumer_for(clients, self.originals, "source", f"{client_id}-source", fast)
+        self.target = consumer_for(clients, self.originals, "target", f"{client_id}-target", fast)
         try:
             for side, alias, admin, consumer in (("source", self.source_alias, self.source_admin, self.source),
                                                  ("target", self.target_alias, self.target_admin, self.target)):
@@ -358,7 +354,7 @@ class _Backfill:
             admin = self.source_admin if on_source else self.target_admin
             name = self.policy.offset_syncs_topic(self.target_alias if on_source else self.source_alias)
             await admin.create_topics([NewTopic(name, 1, self.mirror["offset-syncs.topic.replication.factor"],
-                                                topic_configs=offset_syncs_topic_config())])
+                                                offset_syncs_topic_config())])
 
     async def _trim_finished(self, plan: Plan) -> None:
         """Resumed partitions: skip, without reading them again, the part the target provably holds.
@@ -460,8 +456,7 @@ class _Backfill:
         topic = self.policy.offset_syncs_topic(self.target_alias if on_source else self.source_alias)
         props = {**client_props(self.originals, side, "producer"), "client.id": f"{self.flow}|backfill-offset-syncs",
                  "acks": "all"}
-        kwargs, _ = self.context.clients.client_kwargs(props, "producer")
-        producer = AIOKafkaProducer(**kwargs)
+        producer = self.context.clients.producer(props)
         await producer.start()
         try:
             for (source_topic, partition), points in sorted(syncs.items()):
@@ -504,11 +499,10 @@ class _Backfill:
             return 0
         topic = self.policy.checkpoints_topic(self.source_alias)
         replication = int(self.originals.get("checkpoints.topic.replication.factor", "3"))
-        await self.target_admin.create_topics([NewTopic(topic, 1, replication,
-                                                        topic_configs={"cleanup.policy": "compact"})])
+        await self.target_admin.create_topics([NewTopic(topic, 1, replication, {"cleanup.policy": "compact"})])
         props = {**client_props(self.originals, "target", "producer"), "client.id": f"{self.flow}|backfill-checkpoints",
                  "acks": "all"}
-        producer = AIOKafkaProducer(**self.context.clients.client_kwargs(props, "producer")[0])
+        producer = self.context.clients.producer(props)
         await producer.start()
         try:
             for checkpoint in out:

@@ -40,7 +40,6 @@ from mirrorline.connectors.mirror_client.clients import (
     admin_client,
     cluster_id,
     connect_admin,
-    quiet_client_logs,
     refuse_same_cluster,
     same_cluster_flow_allowed,
 )
@@ -101,13 +100,13 @@ async def refuse_same_cluster_flows(flows: list[Flow], clients: KafkaClients) ->
             except ConfigError as exc:  # e.g. a missing truststore: say which cluster's settings
                 raise ConfigError(f"cluster {alias}: {exc}") from None
             try:
-                with quiet_client_logs():  # the workers report an unreachable cluster; no need to twice
+                with clients.quiet_logs():  # the workers report an unreachable cluster; no need to twice
                     await asyncio.wait_for(connect_admin(admin, config, side), CLUSTER_ID_TIMEOUT_S)
                     ids[alias] = await asyncio.wait_for(cluster_id(admin), CLUSTER_ID_TIMEOUT_S)
             except (OSError, asyncio.TimeoutError) as exc:
                 # a refused login or an untrusted certificate will not pass by waiting: stop before
                 # any worker writes anything; a cluster that is down is left to the workers
-                with quiet_client_logs():
+                with clients.quiet_logs():
                     problem = await clients.security_problem(client_props(config, side, "admin"))
                 if problem:
                     raise ConfigError(f"cluster {alias}: {problem}") from None

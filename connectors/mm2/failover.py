@@ -26,15 +26,11 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError, NodeNotReadyError
-
-from mirrorline.api import Command, ConnectError, KafkaClients, WorkerLauncher
+from mirrorline.api import (Command, ConnectError, KafkaClients, KafkaConnectionError, KafkaTimeoutError, TopicPartition,
+                            WorkerLauncher)
 from mirrorline.api.configfile import load_config_file
 
 from mirrorline.connectors.mirror_client.client import MirrorClient, reread_count
-from mirrorline.connectors.mirror_client.clients import quiet_client_logs
 from mirrorline.connectors.mirror_client.formats import Checkpoint
 from mirrorline.connectors.mm2.flow_failover import add_flow_arguments, run_failback, run_failover
 from mirrorline.connectors.mm2.locate import bounds
@@ -83,8 +79,8 @@ async def _reaching(side: str, bootstrap: str) -> AsyncIterator[None]:
     """Turn a failure to reach the ``side`` cluster inside the block into one actionable ConnectError."""
     try:
         yield
-    except (KafkaConnectionError, KafkaTimeoutError, NodeNotReadyError, OSError) as exc:
-        # aiokafka's texts repeat the class name and list resolved addresses; ours say more with less
+    except (KafkaConnectionError, KafkaTimeoutError, OSError) as exc:
+        # the client's texts repeat the class name and list resolved addresses; ours say more with less
         detail = exc.__class__.__name__ if not isinstance(exc, OSError) else str(exc) or exc.__class__.__name__
         raise ConnectError(f"cannot reach the {side} cluster at {bootstrap} ({detail}): check that "
                            f"its brokers run and --{side}-bootstrap is right (and --{side}-config's security "
@@ -101,11 +97,11 @@ async def plan(args: argparse.Namespace,
         if not checkpoints:
             raise ConnectError(f"no checkpoints for group {args.group} from {args.source} on "
                                f"{args.target_bootstrap}: is the checkpoint connector running for this flow?")
-        state = await clients.describe_consumer_group_state(client.admin, args.group)
+        state = await client.admin.describe_consumer_group_state(args.group)
         current = {tp: om.offset for tp, om in (await client.admin.list_consumer_group_offsets(args.group)).items()
                    if om.offset >= 0}
-        counts = {entry["topic"]: len(entry["partitions"]) for entry in await client.admin.describe_topics()
-                  if entry.get("error_code", 0) == 0}
+        counts = {entry.name: len(entry.partitions) for entry in await client.admin.describe_topics()
+                  if entry.error is None}
         policy = client.policy
     exact: dict[TopicPartition, int] = {}
     if getattr(args, "exact", False):  # from the offset map reconcile stored on the target
@@ -117,12 +113,10 @@ async def plan(args: argparse.Namespace,
     if not args.source_bootstrap:
         untranslated = await _unknown_untranslated(clients, target_props, args, checkpoints, counts)
     else:
-        source_kwargs = clients.client_kwargs(_props(args.source_bootstrap, args.source_config), "consumer")[0]
-        target_kwargs = clients.client_kwargs(target_props, "consumer")[0]
         # earliest: should a position reset ever win over a seek, the scan restarts from the
         # beginning (and still finds the record at its real offset) instead of jumping to the end
-        source = AIOKafkaConsumer(**{**source_kwargs, "auto_offset_reset": "earliest"}, enable_auto_commit=False)
-        target = AIOKafkaConsumer(**{**target_kwargs, "auto_offset_reset": "earliest"}, enable_auto_commit=False)
+        source = clients.consumer({**_props(args.source_bootstrap, args.source_config), "auto.offset.reset": "earliest"})
+        target = clients.consumer({**target_props, "auto.offset.reset": "earliest"})
         try:
             async with _reaching("source", args.source_bootstrap):
                 await source.start()
@@ -150,7 +144,7 @@ async def plan(args: argparse.Namespace,
 
 
 async def _committed_on_source(args: argparse.Namespace, clients: KafkaClients) -> dict[TopicPartition, int]:
-    admin = AIOKafkaAdminClient(**clients.client_kwargs(_props(args.source_bootstrap, args.source_config), "admin")[0])
+    admin = clients.admin(_props(args.source_bootstrap, args.source_config))
     try:
         async with _reaching("source", args.source_bootstrap):
             await admin.start()
@@ -167,7 +161,7 @@ async def _unknown_untranslated(clients: KafkaClients, target_props: dict, args:
                   for partition in range(counts.get(topic, 0)) if TopicPartition(topic, partition) not in checkpoints]
     if not candidates:
         return []
-    target = AIOKafkaConsumer(**clients.client_kwargs(target_props, "consumer")[0], enable_auto_commit=False)
+    target = clients.consumer(target_props)
     found = []
     try:
         async with _reaching("target", args.target_bootstrap):
@@ -217,7 +211,7 @@ class TranslateCommand(Command):
                                     "the copy of the group's next record (0 re-reads), even with the source gone")
 
     async def run(self, args: argparse.Namespace, launcher: WorkerLauncher) -> int:
-        with quiet_client_logs():
+        with launcher.clients.quiet_logs():
             plans, state, untranslated = await plan(args, launcher.clients)
         _print(plans, args.group, state, untranslated, args.source)
         refuse_partial(untranslated, args.source, "the target", args.allow_partial)
@@ -243,7 +237,7 @@ class FailoverCommand(Command):
         _add_common(group, required=False)
 
     async def run(self, args: argparse.Namespace, launcher: WorkerLauncher) -> int:
-        with quiet_client_logs():
+        with launcher.clients.quiet_logs():
             if args.mm2_properties:
                 return await run_failover(args, launcher)
             missing = [option for option, value in (("--group", args.group), ("--source", args.source),
@@ -271,11 +265,11 @@ class FailoverCommand(Command):
             print(f"dry run: would commit {len(changes)} offset(s) for group {args.group}; nothing changed")
             return 0
         if changes:
-            admin = AIOKafkaAdminClient(**clients.client_kwargs(_props(args.target_bootstrap, args.target_config), "admin")[0])
+            admin = clients.admin(_props(args.target_bootstrap, args.target_config))
             try:
                 async with _reaching("target", args.target_bootstrap):
                     await admin.start()
-                await clients.alter_consumer_group_offsets(admin, args.group, changes)
+                await admin.alter_consumer_group_offsets(args.group, changes)
             finally:
                 await admin.close()
         print(f"committed {len(changes)} offset(s) for group {args.group} on the target")
@@ -294,5 +288,5 @@ class FailbackCommand(Command):
         add_flow_arguments(parser, failback=True)
 
     async def run(self, args: argparse.Namespace, launcher: WorkerLauncher) -> int:
-        with quiet_client_logs():
+        with launcher.clients.quiet_logs():
             return await run_failback(args, launcher)

@@ -11,12 +11,9 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer
-from aiokafka.admin import AIOKafkaAdminClient
+from mirrorline.api import Admin, ConfigError, ConnectError, Consumer, KafkaClients
 
-from mirrorline.api import ConfigError, ConnectError, KafkaClients
-
-from mirrorline.connectors.mirror_client.clients import admin_client, connect_admin, consumer_kwargs
+from mirrorline.connectors.mirror_client.clients import admin_client, connect_admin, consumer_for
 from mirrorline.connectors.mirror_client.config import client_props, load_replication_policy
 from mirrorline.connectors.mm2.mm2_config import SOURCE_CONNECTOR, MirrorMakerConfig
 from mirrorline.connectors.mirror_client.policies import ReplicationPolicy
@@ -44,8 +41,8 @@ class Side:
 
     alias: str
     bootstrap: str
-    admin: AIOKafkaAdminClient
-    consumer: AIOKafkaConsumer
+    admin: Admin
+    consumer: Consumer
 
 
 @dataclass
@@ -101,8 +98,8 @@ class FlowEnds:
         admin = admin_client(self.clients, originals, side, f"mirrorline-failover-{alias}")
         # short fetch waits: every lookup re-assigns the consumer, and an in-flight fetch parked at the
         # end of a partition for the default 500 ms would delay each one
-        consumer = AIOKafkaConsumer(**{**consumer_kwargs(self.clients, originals, side, f"mirrorline-failover-{alias}"),
-                                       "auto_offset_reset": "earliest", "fetch_max_wait_ms": 10})
+        consumer = consumer_for(self.clients, originals, side, f"mirrorline-failover-{alias}",
+                                {"auto.offset.reset": "earliest", "fetch.max.wait.ms": 10})
         try:
             await asyncio.wait_for(connect_admin(admin, originals, side), CONNECT_TIMEOUT_S)
             await asyncio.wait_for(consumer.start(), CONNECT_TIMEOUT_S)

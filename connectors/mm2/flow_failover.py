@@ -36,9 +36,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from aiokafka import TopicPartition
-
-from mirrorline.api import ConnectError, KafkaClients, WorkerLauncher, WorkerSpec
+from mirrorline.api import ConnectError, TopicPartition, WorkerLauncher, WorkerSpec
 from mirrorline.api.configfile import load_config_file
 
 from mirrorline.connectors.mirror_client.client import reread_count
@@ -147,7 +145,7 @@ async def plan_failover(args: argparse.Namespace, config: MirrorMakerConfig, end
                 names.add(group)
     groups = []
     for group in sorted(names):
-        move = GroupMove(group, await ends.clients.describe_consumer_group_state(target.admin, group))
+        move = GroupMove(group, await target.admin.describe_consumer_group_state(group))
         current = await committed(target, group)
         on_source = await committed(source, group) if source is not None else {}
         checkpoints = all_checkpoints.get(group, {})
@@ -308,7 +306,7 @@ async def plan_failback(args: argparse.Namespace, config: MirrorMakerConfig, end
         on_b = await committed(b, group)
         if not on_b:
             continue
-        move = GroupMove(group, await ends.clients.describe_consumer_group_state(a.admin, group))
+        move = GroupMove(group, await a.admin.describe_consumer_group_state(group))
         on_a = await committed(a, group)
         for tp, position in sorted(on_b.items()):
             if policy.topic_source(tp.topic) == ends.source_alias:
@@ -359,14 +357,14 @@ async def _wait_for_reverse_copy(b: Side, a: Side, pairs, b_topics, wait_seconds
 # --------------------------------------------------------------------------- carrying it out
 
 
-async def commit_groups(clients: KafkaClients, plan: FlowPlan, destination: Side, allow_backwards: bool) -> None:
+async def commit_groups(plan: FlowPlan, destination: Side, allow_backwards: bool) -> None:
     """Commit every group's planned offsets on the destination, printing what each step did."""
     for move in plan.groups:
         changes = move.changes(allow_backwards)
         if not changes:
             print(f"group {move.group}: unchanged on {plan.destination}")
             continue
-        await clients.alter_consumer_group_offsets(destination.admin, move.group, changes)
+        await destination.admin.alter_consumer_group_offsets(move.group, changes)
         print(f"committed {len(changes)} offset(s) for group {move.group} on {plan.destination}")
 
 
@@ -461,7 +459,7 @@ async def _run_move(args: argparse.Namespace, launcher: WorkerLauncher, move: _M
             await set_flow_state(launcher, config, *flow, "STOPPED")
         destination = ends.target if plan.destination == target else ends.source
         assert destination is not None
-        await commit_groups(launcher.clients, plan, destination, args.allow_backwards)
+        await commit_groups(plan, destination, args.allow_backwards)
         for flow in move.start_after(args, source, target):
             await set_flow_state(launcher, config, *flow, "STARTED")
         report_partial(plan.untranslated, plan.destination)

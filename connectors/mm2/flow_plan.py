@@ -10,9 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from aiokafka import TopicPartition
-
-from mirrorline.api import ConfigError
+from mirrorline.api import ConfigError, TopicPartition
 
 from mirrorline.connectors.mirror_client.filters import TopicFilter
 from mirrorline.connectors.mirror_client.formats import Checkpoint, SchemaError
@@ -131,7 +129,7 @@ async def measure_rpo(source: Side, target: Side, pairs: list[tuple[str, str]],
 async def partition_counts(side: Side) -> dict[str, int]:
     """Every topic of a cluster with its partition count."""
     metadata = await side.admin.describe_topics(await side.admin.list_topics())
-    return {entry["topic"]: len(entry["partitions"]) for entry in metadata if entry.get("error_code", 0) == 0}
+    return {entry.name: len(entry.partitions) for entry in metadata if entry.error is None}
 
 
 # --------------------------------------------------------------------------- groups
@@ -162,7 +160,7 @@ async def committed(side: Side, group: str) -> dict[TopicPartition, int]:
 async def consumer_groups(side: Side) -> list[str]:
     """Every consumer group on ``side`` (Connect worker groups and other protocols left out)."""
     listed = await side.admin.list_consumer_groups()
-    return sorted({entry[0] for entry in listed if len(entry) < 2 or entry[1] in ("consumer", "")})
+    return sorted({entry.group_id for entry in listed if entry.protocol_type in ("consumer", "")})
 
 
 async def exact_move(origin: Side, origin_tp: TopicPartition, position: int,

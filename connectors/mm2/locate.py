@@ -20,7 +20,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from mirrorline.api import Consumer, TopicPartition
 
 from mirrorline.connectors.mirror_client.clients import assign_at
 
@@ -35,14 +35,14 @@ def same_record(a, b) -> bool:
     return (a.key, a.value, list(a.headers or ()), a.timestamp) == (b.key, b.value, list(b.headers or ()), b.timestamp)
 
 
-async def bounds(consumer: AIOKafkaConsumer, tp: TopicPartition) -> tuple[int, int]:
+async def bounds(consumer: Consumer, tp: TopicPartition) -> tuple[int, int]:
     """The log start offset and end offset of ``tp``."""
     start = (await consumer.beginning_offsets([tp]))[tp]
     end = (await consumer.end_offsets([tp]))[tp]
     return start, end
 
 
-async def scan(consumer: AIOKafkaConsumer, tp: TopicPartition, begin: int, end: int,
+async def scan(consumer: Consumer, tp: TopicPartition, begin: int, end: int,
                idle_timeout_s: float = IDLE_TIMEOUT_S) -> AsyncIterator:
     """Every record of ``tp`` from ``begin`` up to (not including) ``end``, in order.
 
@@ -66,7 +66,7 @@ async def scan(consumer: AIOKafkaConsumer, tp: TopicPartition, begin: int, end: 
                     yield record
 
 
-async def record_at(consumer: AIOKafkaConsumer, tp: TopicPartition, offset: int, end: int | None = None):
+async def record_at(consumer: Consumer, tp: TopicPartition, offset: int, end: int | None = None):
     """The first record of ``tp`` at or after ``offset`` (before ``end``), or None if there is none."""
     if end is None:
         end = (await consumer.end_offsets([tp]))[tp]
@@ -75,13 +75,13 @@ async def record_at(consumer: AIOKafkaConsumer, tp: TopicPartition, offset: int,
     return None
 
 
-async def last_record(consumer: AIOKafkaConsumer, tp: TopicPartition):
+async def last_record(consumer: Consumer, tp: TopicPartition):
     """The last data record of ``tp`` (None if it holds none); skips trailing control records."""
     _, end = await bounds(consumer, tp)
     return await last_before(consumer, tp, end)
 
 
-async def find_copy(consumer: AIOKafkaConsumer, tp: TopicPartition, record, *, from_offset: int | None = None,
+async def find_copy(consumer: Consumer, tp: TopicPartition, record, *, from_offset: int | None = None,
                     limit: int = SCAN_LIMIT) -> int | None:
     """The offset on ``tp`` of the first copy of ``record`` (from another cluster), or None if absent.
 
@@ -119,8 +119,8 @@ class Translation:
     reason: str = ""
 
 
-async def translate_position(source: AIOKafkaConsumer, source_tp: TopicPartition, position: int,
-                             target: AIOKafkaConsumer, target_tp: TopicPartition) -> Translation:
+async def translate_position(source: Consumer, source_tp: TopicPartition, position: int,
+                             target: Consumer, target_tp: TopicPartition) -> Translation:
     """The exact position on ``target_tp`` of a consumer at ``position`` on ``source_tp``.
 
     * The next unread source record has a copy on the target: the copy's offset.
@@ -153,7 +153,7 @@ async def translate_position(source: AIOKafkaConsumer, source_tp: TopicPartition
     return Translation(copy + 1, missing)
 
 
-async def last_before(consumer: AIOKafkaConsumer, tp: TopicPartition, position: int):
+async def last_before(consumer: Consumer, tp: TopicPartition, position: int):
     """The last data record of ``tp`` before offset ``position`` (None if none is left)."""
     start, _ = await bounds(consumer, tp)
     window = 16  # grows when the tail holds only control records (transaction markers)

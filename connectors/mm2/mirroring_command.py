@@ -29,7 +29,6 @@ import aiohttp
 from mirrorline.api import Command, ConfigError, ConnectError, KafkaClients, WorkerLauncher
 from mirrorline.api.configfile import load_config_file
 
-from mirrorline.connectors.mirror_client.clients import quiet_client_logs
 from mirrorline.connectors.mirror_client.config import client_props
 from mirrorline.connectors.mm2.mm2_config import SOURCE_CONNECTOR, MirrorMakerConfig
 from mirrorline.connectors.source_mirror.config_topic import read_task_configs
@@ -169,7 +168,7 @@ async def _on_flow(args: argparse.Namespace, action: str, includes: list[str] | 
         raise ConfigError(f"the settings of cluster {target} use config-provider references ({', '.join(referenced)}), "
                           f"which this command does not resolve yet: give it a copy of the file with the values")
     mirror = MirrorTarget(connector_config.get("name", SOURCE_CONNECTOR), connector_config, clients)
-    with quiet_client_logs():
+    with clients.quiet_logs():
         if action == "get":
             return selection_body({mirror.name: await read_selection(mirror)})
         if action in ("set", "reset"):

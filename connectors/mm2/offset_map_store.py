@@ -9,25 +9,23 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import for_code
+from collections.abc import Mapping
+from typing import Any
 
-from mirrorline.api import ConnectError
+from mirrorline.api import Admin, ConnectError, Consumer, KafkaClients, NewTopic, TopicAlreadyExistsError, TopicPartition
 
 from mirrorline.connectors.mirror_client.clients import read_to_end
 from .offset_map import MapReader, PartitionMap, encode, header_key, offset_map_topic, stale_chunk_keys
 
-_TOPIC_ALREADY_EXISTS = 36
 #: Seconds a read of the map topic may take.
 READ_TIMEOUT_S = 60.0
 
 
-async def _exists(admin: AIOKafkaAdminClient, topic: str) -> bool:
+async def _exists(admin: Admin, topic: str) -> bool:
     return topic in set(await admin.list_topics())
 
 
-async def read_maps(admin: AIOKafkaAdminClient, consumer: AIOKafkaConsumer,
+async def read_maps(admin: Admin, consumer: Consumer,
                     source_alias: str) -> dict[tuple[str, int], PartitionMap]:
     """Every complete map of flow ``source_alias->target`` stored on the target, by (source topic, partition).
 
@@ -41,7 +39,7 @@ async def read_maps(admin: AIOKafkaAdminClient, consumer: AIOKafkaConsumer,
     return {(m.source_topic, m.partition): m for m in reader.maps()}
 
 
-async def _headers(consumer: AIOKafkaConsumer, topic: str) -> dict[bytes, bytes | None]:
+async def _headers(consumer: Consumer, topic: str) -> dict[bytes, bytes | None]:
     headers: dict[bytes, bytes | None] = {}
 
     def keep(record) -> None:
@@ -52,16 +50,14 @@ async def _headers(consumer: AIOKafkaConsumer, topic: str) -> dict[bytes, bytes 
     return headers
 
 
-async def _create(admin: AIOKafkaAdminClient, topic: str, replication_factor: int) -> None:
-    response = await admin.create_topics([NewTopic(topic, 1, replication_factor,
-                                                   topic_configs={"cleanup.policy": "compact"})])
-    for _topic, error_code, *rest in response.topic_errors:
-        if error_code not in (0, _TOPIC_ALREADY_EXISTS):
-            detail = rest[0] if rest and rest[0] else for_code(error_code).__name__
-            raise ConnectError(f"cannot create topic {topic} on the target cluster: {detail}")
+async def _create(admin: Admin, topic: str, replication_factor: int) -> None:
+    response = await admin.create_topics([NewTopic(topic, 1, replication_factor, {"cleanup.policy": "compact"})])
+    for _topic, error in response.items():
+        if error is not None and not isinstance(error, TopicAlreadyExistsError):
+            raise ConnectError(f"cannot create topic {topic} on the target cluster: {error}")
 
 
-async def write_maps(admin: AIOKafkaAdminClient, consumer: AIOKafkaConsumer, producer_kwargs: dict,
+async def write_maps(admin: Admin, consumer: Consumer, clients: KafkaClients, producer_props: Mapping[str, Any],
                      source_alias: str, maps: Iterable[PartitionMap], replication_factor: int) -> str:
     """Store ``maps`` on the target (replacing earlier maps of the same partitions); returns the topic.
 
@@ -75,7 +71,7 @@ async def write_maps(admin: AIOKafkaAdminClient, consumer: AIOKafkaConsumer, pro
         previous: dict[bytes, bytes | None] = {}
     else:
         previous = await _headers(consumer, topic)
-    producer = AIOKafkaProducer(**{**producer_kwargs, "acks": "all", "max_request_size": 2 * 1024 * 1024})
+    producer = clients.producer({**producer_props, "acks": "all", "max.request.size": 2 * 1024 * 1024})
     await producer.start()
     try:
         sent = []

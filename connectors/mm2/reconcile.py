@@ -182,10 +182,11 @@ class ReconcileJob(Job):
             stored = None
             if context.config[STORE_MAP]:
                 assert ends.target is not None
-                producer = context.clients.client_kwargs(client_props(originals, "target", "producer"), "producer")[0]
+                producer = client_props(originals, "target", "producer")
                 factor = int(config.connector_config(source, target, CHECKPOINT_CONNECTOR)
                              .get("checkpoints.topic.replication.factor", 3))
-                stored = await write_maps(ends.target.admin, ends.target.consumer, producer, source, maps, factor)
+                stored = await write_maps(ends.target.admin, ends.target.consumer, context.clients, producer, source,
+                                          maps, factor)
             timings["store"] = time.monotonic() - started - sum(timings.values())
         totals = {k: sum(p.get(k, 0) for p in partitions) for k in FIGURES}
         return {"flow": f"{source}->{target}", "reconcile_id": reconcile_id, "partitions": partitions,

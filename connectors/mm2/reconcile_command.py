@@ -17,7 +17,6 @@ from typing import Any
 from mirrorline.api import Command, ConfigError, WorkerLauncher
 from mirrorline.api.configfile import load_config_file
 
-from mirrorline.connectors.mirror_client.clients import quiet_client_logs
 from mirrorline.connectors.mirror_client.config import client_props
 from mirrorline.connectors.mm2.mm2_config import SOURCE_CONNECTOR, MirrorMakerConfig
 
@@ -106,7 +105,7 @@ class ReconcileCommand(Command):
 
     async def run(self, args: argparse.Namespace, launcher: WorkerLauncher) -> int:
         settings, clients = job_settings(load_config_file(args.mm2_properties), args)
-        with quiet_client_logs():
+        with launcher.clients.quiet_logs():
             summary = await launcher.run_job(ReconcileJob.name, settings, client_settings=clients)
         print(json.dumps(summary, indent=2) if args.json else format_table(summary))
         return EXIT_MISSING if summary["totals"]["missing"] else 0

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
-
-from mirrorline.api import ConnectError, KafkaClients
+from mirrorline.api import ConnectError, KafkaClients, TopicPartition
 
 from mirrorline.connectors.mm2.offset_map import PartitionMap, offset_map_topic
 from mirrorline.connectors.mm2.offset_map_store import read_maps
@@ -66,9 +63,8 @@ async def load_maps(clients: KafkaClients, target_props: Mapping[str, str],
                     source_alias: str) -> dict[tuple[str, int], PartitionMap]:
     """Every offset map of flows from ``source_alias`` stored on the target ``target_props`` reaches."""
     props = {k: v for k, v in target_props.items() if not k.startswith("replication.policy")}
-    admin = AIOKafkaAdminClient(**clients.client_kwargs(props, "admin")[0])
-    consumer = AIOKafkaConsumer(**{**clients.client_kwargs(props, "consumer")[0], "auto_offset_reset": "earliest",
-                                   "enable_auto_commit": False, "group_id": None})
+    admin = clients.admin(props)
+    consumer = clients.consumer({**props, "auto.offset.reset": "earliest"})
     try:
         await admin.start()
         await consumer.start()

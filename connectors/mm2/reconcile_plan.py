@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import re
 
-from aiokafka import TopicPartition
-
-from mirrorline.api import ConfigError, ConnectError
+from mirrorline.api import ConfigError, ConnectError, TopicPartition
 
 from mirrorline.connectors.mirror_client.filters import TopicFilter
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from mirrorline.api import Consumer, TopicPartition
 
 from .locate import bounds, find_copy, last_record, scan
 
@@ -39,8 +39,8 @@ class PartitionRpo:
     exact: bool = True
 
 
-async def partition_rpo(source: AIOKafkaConsumer, source_tp: TopicPartition,
-                        target: AIOKafkaConsumer, target_tp: TopicPartition) -> PartitionRpo:
+async def partition_rpo(source: Consumer, source_tp: TopicPartition,
+                        target: Consumer, target_tp: TopicPartition) -> PartitionRpo:
     """Measure one partition's recovery point (both clusters must answer)."""
     source_start, source_end = await bounds(source, source_tp)
     target_last = await last_record(target, target_tp)
@@ -96,8 +96,8 @@ class TopicRpo:
         return all(p.exact for p in self.partitions)
 
 
-async def topic_rpo(source: AIOKafkaConsumer, topic: str, partitions: int,
-                    target: AIOKafkaConsumer, remote: str, remote_partitions: int) -> TopicRpo:
+async def topic_rpo(source: Consumer, topic: str, partitions: int,
+                    target: Consumer, remote: str, remote_partitions: int) -> TopicRpo:
     """Measure every partition of ``topic`` against ``remote`` on the target.
 
     A source partition the remote topic lacks (or a remote topic that does not exist:
@@ -113,7 +113,7 @@ async def topic_rpo(source: AIOKafkaConsumer, topic: str, partitions: int,
     return TopicRpo(topic, remote, out)
 
 
-async def _all_missing(source: AIOKafkaConsumer, source_tp: TopicPartition, target_tp: TopicPartition) -> PartitionRpo:
+async def _all_missing(source: Consumer, source_tp: TopicPartition, target_tp: TopicPartition) -> PartitionRpo:
     start, end = await bounds(source, source_tp)
     if end <= start:
         return PartitionRpo(source_tp, target_tp, 0, 0.0, None)
@@ -123,7 +123,7 @@ async def _all_missing(source: AIOKafkaConsumer, source_tp: TopicPartition, targ
     return PartitionRpo(source_tp, target_tp, end - start, seconds, None, exact=False)
 
 
-async def find_first(consumer: AIOKafkaConsumer, tp: TopicPartition, begin: int, end: int):
+async def find_first(consumer: Consumer, tp: TopicPartition, begin: int, end: int):
     """The first record of ``tp`` in ``[begin, end)``, or None."""
     async for record in scan(consumer, tp, begin, end):
         return record

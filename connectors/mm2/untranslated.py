@@ -16,9 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-
-from mirrorline.api import ConnectError
+from mirrorline.api import ConnectError, Consumer, TopicPartition
 from mirrorline.connectors.mm2.locate import bounds, translate_position
 
 #: The option that lets a failover go on without them.
@@ -50,8 +48,8 @@ class Untranslated:
         return f"{self.destination.topic}-{self.destination.partition}"
 
 
-async def impact(origin: AIOKafkaConsumer, origin_tp: TopicPartition, position: int,
-                 destination: AIOKafkaConsumer, destination_tp: TopicPartition) -> tuple[int | None, int | None, str]:
+async def impact(origin: Consumer, origin_tp: TopicPartition, position: int,
+                 destination: Consumer, destination_tp: TopicPartition) -> tuple[int | None, int | None, str]:
     """(skipped with latest, re-read with earliest, why unknown) for a group at ``position`` on the origin.
 
     Its exact place on the destination is found by content (both clusters must answer).

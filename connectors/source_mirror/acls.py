@@ -32,15 +32,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import ClusterAuthorizationFailedError, SecurityDisabled
-
+from mirrorline.api import ClusterAuthorizationFailedError, SecurityDisabledError
 from mirrorline.api.clients import (
     AclBinding,
     AclFilter,
     AclOperation,
     AclPermissionType,
-    KafkaClients,
+    Admin,
     PatternType,
     ResourceType,
 )
@@ -116,10 +114,9 @@ class TopicAclSync:
     context's, to show a condition in the connector's status.
     """
 
-    def __init__(self, clients: KafkaClients, source_admin: AIOKafkaAdminClient, target_admin: AIOKafkaAdminClient,
-                 source_alias: str, target_alias: str, policy: ReplicationPolicy,
-                 should_replicate: Callable[[str], bool], report_warning: Callable[[str], None]):
-        self.clients = clients
+    def __init__(self, source_admin: Admin, target_admin: Admin, source_alias: str, target_alias: str,
+                 policy: ReplicationPolicy, should_replicate: Callable[[str], bool],
+                 report_warning: Callable[[str], None]):
         self.source_admin = source_admin
         self.target_admin = target_admin
         self.source_alias = source_alias
@@ -136,8 +133,8 @@ class TopicAclSync:
     async def sync_topic_acls(self) -> None:
         """Describe the source's topic ACLs, translate them, and create the ones the target lacks."""
         try:
-            source_acls = await self.clients.describe_acls(self.source_admin, _TOPIC_ACLS)
-        except SecurityDisabled:
+            source_acls = await self.source_admin.describe_acls(_TOPIC_ACLS)
+        except SecurityDisabledError:
             self._once("source-no-authorizer", logging.INFO,
                        f"Source cluster {self.source_alias} runs no authorizer: there are no topic ACLs to sync")
             return
@@ -154,9 +151,9 @@ class TopicAclSync:
         if not wanted:
             return
         try:
-            missing = missing_acls(wanted, await self.clients.describe_acls(self.target_admin, _TOPIC_ACLS))
-            failures = await self.clients.create_acls(self.target_admin, missing) if missing else []
-        except SecurityDisabled:
+            missing = missing_acls(wanted, await self.target_admin.describe_acls(_TOPIC_ACLS))
+            failures = await self.target_admin.create_acls(missing) if missing else []
+        except SecurityDisabledError:
             self._once("target-no-authorizer", logging.WARNING,
                        f"Target cluster {self.target_alias} runs no authorizer: the {len(wanted)} topic ACL(s) "
                        f"synced from {self.source_alias} cannot be created there")

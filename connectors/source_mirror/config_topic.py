@@ -15,14 +15,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import for_code
+from mirrorline.api import ConnectError, KafkaClients, TopicPartition, UnknownTopicOrPartitionError
 
-from mirrorline.api import ConnectError, KafkaClients
-
-from mirrorline.connectors.mirror_client.clients import admin_client, connect_admin, consumer_kwargs, read_to_end
-
-_UNKNOWN_TOPIC = 3
+from mirrorline.connectors.mirror_client.clients import admin_client, connect_admin, consumer_for, read_to_end
 
 
 class TaskConfigReader:
@@ -66,15 +61,16 @@ async def read_task_configs(clients: KafkaClients, originals: Mapping[str, Any],
     admin = admin_client(clients, originals, "target", f"mirrorline-mirroring-admin|{connector}")
     try:
         await connect_admin(admin, originals, "target")
-        described = [e for e in await admin.describe_topics([topic]) if e["topic"] == topic]
+        described = [e for e in await admin.describe_topics([topic]) if e.name == topic]
     finally:
         await admin.close()
-    if not described or described[0]["error_code"] == _UNKNOWN_TOPIC:
+    if not described or isinstance(described[0].error, UnknownTopicOrPartitionError):
         return []
-    if described[0]["error_code"] != 0:
-        raise ConnectError(f"cannot describe config topic {topic}: {for_code(described[0]['error_code']).__name__}")
+    if described[0].error is not None:
+        raise ConnectError(f"cannot describe config topic {topic}: {type(described[0].error).__name__} "
+                           f"({described[0].error})")
     reader = TaskConfigReader(connector)
-    consumer = AIOKafkaConsumer(**consumer_kwargs(clients, originals, "target", f"mirrorline-mirroring-admin|{connector}"))
+    consumer = consumer_for(clients, originals, "target", f"mirrorline-mirroring-admin|{connector}")
     await consumer.start()
     try:
         await read_to_end(consumer, TopicPartition(topic, 0), reader.on_record)

@@ -24,9 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from aiokafka.admin import NewTopic
 
-from mirrorline.api import BadRequestError, Config, ConfigValue, ExactlyOnceSupport, SourceConnector
+from mirrorline.api import BadRequestError, Config, ConfigValue, ExactlyOnceSupport, NewTopic, SourceConnector
 
 from mirrorline.connectors.mirror_client.clients import admin_client, check_distinct_clusters, connect_admin
 from mirrorline.connectors.mirror_client.config import (
@@ -160,7 +159,7 @@ class MirrorSourceConnector(SourceConnector):
                                            prefixed(originals, RECONCILE_SPARK_CONF_PREFIX))
             self._loops.append(self.context.run_in_background(scheduled.loop(), "scheduled-reconcile"))
         if config["sync.topic.acls.enabled"]:
-            acl_sync = TopicAclSync(self.context.clients, self.source_admin, self.target_admin, self.source_alias, self.target_alias,
+            acl_sync = TopicAclSync(self.source_admin, self.target_admin, self.source_alias, self.target_alias,
                                     self.policy, self.selection.should_replicate, self.context.report_warning)
             self._loops.append(self.context.run_in_background(self._periodic(
                 acl_sync.sync_topic_acls, config["sync.topic.acls.interval.seconds"], first_now=True), "sync-topic-acls"))
@@ -176,13 +175,13 @@ class MirrorSourceConnector(SourceConnector):
         admin = self.source_admin if on_source else self.target_admin
         name = self.policy.offset_syncs_topic(self.target_alias if on_source else self.source_alias)
         response = await admin.create_topics([NewTopic(name, 1, self.config["offset-syncs.topic.replication.factor"],
-                                                       topic_configs=offset_syncs_topic_config())])
-        for topic, error_code, *rest in response.topic_errors:
-            if error_code == 0:
+                                                       offset_syncs_topic_config())])
+        for topic, error in response.items():
+            if error is None:
                 log.info("Created offset-syncs topic %s", topic)
                 continue
             # MM2 goes on whatever the answer (e.g. no CREATE permission), but says what it found.
-            detail = rest[0] if rest else ""
+            error_code, detail = error.code, str(error)
             try:
                 partitions = (await topic_partitions(admin, [topic])).get(topic)
             except Exception as exc:
@@ -262,7 +261,7 @@ class MirrorSourceConnector(SourceConnector):
             self.context.request_task_reconfiguration()
 
     async def _sync_configs(self) -> None:
-        await sync_topic_configs(self.context.clients, self.source_admin, self.target_admin, self.source_alias, self.policy,
+        await sync_topic_configs(self.source_admin, self.target_admin, self.source_alias, self.policy,
                                  sorted(self.topics), self.config_filter)
 
     def task_partitions(self, task_config) -> list[dict]:

@@ -43,7 +43,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from aiokafka import AIOKafkaProducer
+from mirrorline.api import Producer
 
 from mirrorline.connectors.mirror_client.formats import OffsetSync
 from mirrorline.connectors.mirror_client.offset_sync_runs import chain_headers
@@ -78,7 +78,7 @@ class OffsetSyncWriter:
     that offset; the first sync of the partition then says so (see :meth:`forget_resume`).
     """
 
-    def __init__(self, producer: AIOKafkaProducer, topic: str, max_lag: int,
+    def __init__(self, producer: Producer, topic: str, max_lag: int,
                  resume_after: Mapping[PartitionKey, int] | None = None):
         self._producer = producer
         self._topic = topic

@@ -34,12 +34,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
 from prometheus_client import Counter, Gauge
 
-from mirrorline.api import ConnectorContext, KafkaClients
+from mirrorline.api import ConnectorContext, KafkaClients, TopicPartition
 
-from mirrorline.connectors.mirror_client.clients import consumer_kwargs
+from mirrorline.connectors.mirror_client.clients import consumer_for
 from mirrorline.connectors.mirror_client.config import client_props
 from mirrorline.connectors.mirror_client.formats import source_partition
 from mirrorline.connectors.mirror_client.policies import ReplicationPolicy
@@ -156,10 +155,10 @@ class HistoryHandoff:
         fresh = [tp for tp, offset in zip(tps, stored) if offset is None]
         if not fresh:
             return {}
-        source = AIOKafkaConsumer(**consumer_kwargs(self.clients, self.originals, "source",
-                                                    f"{self.source_alias}->{self.target_alias}|history-probe"))
-        target = AIOKafkaConsumer(**consumer_kwargs(self.clients, self.originals, "target",
-                                                    f"{self.source_alias}->{self.target_alias}|history-probe"))
+        source = consumer_for(self.clients, self.originals, "source",
+                              f"{self.source_alias}->{self.target_alias}|history-probe")
+        target = consumer_for(self.clients, self.originals, "target",
+                              f"{self.source_alias}->{self.target_alias}|history-probe")
         await source.start()
         try:
             await target.start()

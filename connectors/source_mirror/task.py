@@ -163,9 +163,9 @@ class MirrorSourceTask(SourceTask):
         if parsed["emit.offset-syncs.enabled"]:
             on_source = parsed[OFFSET_SYNCS_TOPIC_LOCATION] == "source"
             side = "source" if on_source else "target"
-            kwargs, _ = self.context.clients.client_kwargs({"client.id": f"{flow}|offset-syncs-{side}-producer",
-                                                            **client_props(config, side, "producer")}, "producer")
-            self.sync_producer = self.context.clients.record_producer(**{**kwargs, "acks": "all"})
+            self.sync_producer = self.context.clients.producer({
+                "client.id": f"{flow}|offset-syncs-{side}-producer", **client_props(config, side, "producer"),
+                "acks": "all"})
             await self.sync_producer.start()
             topic = self.policy.offset_syncs_topic(self.target_alias if on_source else self.source_alias)
             # Fetch the topic's metadata now: otherwise the first syncs wait for it, the 10-send cap

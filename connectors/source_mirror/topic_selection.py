@@ -30,14 +30,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAuthorizationFailedError, for_code
-
-from mirrorline.api import ConnectError, KafkaClients
+from mirrorline.api import (Admin, ConnectError, Consumer, KafkaClients, NewTopic, TopicAlreadyExistsError,
+                            TopicAuthorizationFailedError, TopicPartition, UnknownTopicOrPartitionError)
 from mirrorline.api.rest_extension import json_type
 
-from mirrorline.connectors.mirror_client.clients import admin_client, connect_admin, consumer_kwargs, read_to_end
+from mirrorline.connectors.mirror_client.clients import admin_client, connect_admin, consumer_for, read_to_end
 from mirrorline.connectors.mirror_client.config import client_props
 from mirrorline.connectors.mirror_client.filters import compile_pattern_list
 
@@ -45,10 +42,6 @@ from mirrorline.connectors.mirror_client.filters import compile_pattern_list
 TOPIC = "mirrorline-topic-selection.internal"
 #: The field of a selection (REST body, stored value) that lists the regular expressions.
 INCLUDES = "includes"
-
-_UNKNOWN_TOPIC = 3
-_TOPIC_AUTHORIZATION_FAILED = 29
-_TOPIC_ALREADY_EXISTS = 36
 
 
 class SelectionAccessDenied(ConnectError):
@@ -133,14 +126,14 @@ class TopicSelectionStore:
     """
 
     def __init__(self, clients: KafkaClients, originals: Mapping[str, Any], client_id: str,
-                 admin: AIOKafkaAdminClient | None = None) -> None:
+                 admin: Admin | None = None) -> None:
         """Nothing connects until the first read or write. ``clients``: the caller's context's."""
         self._clients = clients
         self._originals = {str(k): str(v) for k, v in originals.items()}
         self._client_id = client_id
         self._admin = admin
         self._own_admin = admin is None
-        self._consumer: AIOKafkaConsumer | None = None
+        self._consumer: Consumer | None = None
 
     async def __aenter__(self) -> TopicSelectionStore:
         return self
@@ -148,7 +141,7 @@ class TopicSelectionStore:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def _admin_client(self) -> AIOKafkaAdminClient:
+    async def _admin_client(self) -> Admin:
         if self._admin is None:
             admin = admin_client(self._clients, self._originals, "target", self._client_id)
             await connect_admin(admin, self._originals, "target")
@@ -159,18 +152,18 @@ class TopicSelectionStore:
         """How many partitions :data:`TOPIC` has (0 when it does not exist); ConnectError if it cannot be told."""
         admin = await self._admin_client()
         for entry in await admin.describe_topics([TOPIC]):
-            if entry["topic"] != TOPIC:
+            if entry.name != TOPIC:
                 continue
-            if entry["error_code"] == _UNKNOWN_TOPIC:
+            if isinstance(entry.error, UnknownTopicOrPartitionError):
                 return 0
-            if entry["error_code"] == _TOPIC_AUTHORIZATION_FAILED:
+            if isinstance(entry.error, TopicAuthorizationFailedError):
                 raise SelectionAccessDenied(f"not authorized to describe topic {TOPIC} on the target cluster: "
                                             f"grant DESCRIBE and READ on it (and WRITE and CREATE to change "
                                             f"selections)")
-            if entry["error_code"] != 0:
+            if entry.error is not None:
                 raise ConnectError(f"cannot describe topic {TOPIC} on the target cluster: "
-                                   f"{for_code(entry['error_code']).__name__}")
-            return len(entry["partitions"])
+                                   f"{type(entry.error).__name__} ({entry.error})")
+            return len(entry.partitions)
         return 0
 
     async def read_all(self) -> dict[SelectionKey, StoredSelection]:
@@ -179,7 +172,7 @@ class TopicSelectionStore:
         if count == 0:
             return {}
         if self._consumer is None:
-            consumer = AIOKafkaConsumer(**consumer_kwargs(self._clients, self._originals, "target", self._client_id))
+            consumer = consumer_for(self._clients, self._originals, "target", self._client_id)
             await consumer.start()
             self._consumer = consumer
         selections: dict[SelectionKey, StoredSelection | None] = {}
@@ -204,12 +197,10 @@ class TopicSelectionStore:
 
     async def _create_topic(self, replication_factor: int) -> None:
         admin = await self._admin_client()
-        response = await admin.create_topics([NewTopic(TOPIC, 1, replication_factor,
-                                                       topic_configs={"cleanup.policy": "compact"})])
-        for _topic, error_code, *rest in response.topic_errors:
-            if error_code not in (0, _TOPIC_ALREADY_EXISTS):
-                detail = rest[0] if rest and rest[0] else for_code(error_code).__name__
-                raise ConnectError(f"cannot create topic {TOPIC} on the target cluster: {detail}")
+        response = await admin.create_topics([NewTopic(TOPIC, 1, replication_factor, {"cleanup.policy": "compact"})])
+        for _topic, error in response.items():
+            if error is not None and not isinstance(error, TopicAlreadyExistsError):
+                raise ConnectError(f"cannot create topic {TOPIC} on the target cluster: {error}")
 
     async def write(self, key: SelectionKey, includes: list[str] | None, replication_factor: int,
                     ) -> StoredSelection | None:
@@ -222,9 +213,8 @@ class TopicSelectionStore:
                                                                   int(time.time() * 1000))
         if await self.partitions() == 0:
             await self._create_topic(replication_factor)
-        props = {"client.id": self._client_id, **client_props(self._originals, "target", "producer")}
-        kwargs, _ = self._clients.client_kwargs(props, "producer")
-        producer = AIOKafkaProducer(**{**kwargs, "acks": "all"})
+        props = {"client.id": self._client_id, **client_props(self._originals, "target", "producer"), "acks": "all"}
+        producer = self._clients.producer(props)
         await producer.start()
         try:
             await producer.send_and_wait(TOPIC, key=key.encode(),

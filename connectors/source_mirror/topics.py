@@ -18,10 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
-from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-
-from mirrorline.api import KafkaClients
+from mirrorline.api import Admin, ConfigSource, NewTopic, TopicAlreadyExistsError
 
 from mirrorline.connectors.mirror_client.filters import TOPICS_INCLUDE_CONFIG, TopicFilter, compile_pattern_list
 from mirrorline.connectors.mirror_client.policies import ReplicationPolicy, is_cycle
@@ -42,13 +39,11 @@ COMPRESSED_PREFIX = "zlib:"
 #: The ``reason`` label values of the skipped-topics counter.
 SKIP_REASONS = ("remote-name-too-long", "illegal-remote-name")
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
-_TOPIC_ALREADY_EXISTS = 36
 # Describing a topic CreateTopics just reported as existing: a few short tries before the next refresh.
 _DESCRIBE_ATTEMPTS = 5
 _DESCRIBE_BACKOFF_S = 0.2
-# DescribeConfigs v1+ config_source values
-_STATIC_BROKER_CONFIG = 4
-_DEFAULT_CONFIG = 5
+_STATIC_BROKER_CONFIG = ConfigSource.STATIC_BROKER_CONFIG
+_DEFAULT_CONFIG = ConfigSource.DEFAULT_CONFIG
 
 
 @dataclass
@@ -110,18 +105,18 @@ def assigned_topics(task_configs: list[dict[str, str]]) -> list[str]:
                    for topic, _ in parse_assigned(str(config.get(TASK_ASSIGNED_PARTITIONS, "")))})
 
 
-async def topic_partitions(admin: AIOKafkaAdminClient, topics: list[str]) -> dict[str, int]:
+async def topic_partitions(admin: Admin, topics: list[str]) -> dict[str, int]:
     """Partition counts of existing topics (missing or failing topics are left out)."""
     if not topics:
         return {}
     counts = {}
     for entry in await admin.describe_topics(topics):
-        if entry["error_code"] == 0:
-            counts[entry["topic"]] = len(entry["partitions"])
+        if entry.error is None:
+            counts[entry.name] = len(entry.partitions)
     return counts
 
 
-async def source_topics(admin: AIOKafkaAdminClient, selection: TopicSelection) -> dict[str, int]:
+async def source_topics(admin: Admin, selection: TopicSelection) -> dict[str, int]:
     """Mirrored source topics and their partition counts."""
     names = [t for t in await admin.list_topics() if selection.should_replicate(t)]
     return await topic_partitions(admin, sorted(names))
@@ -149,20 +144,14 @@ class ConfigFilter:
         return out
 
 
-async def describe_topic_configs(admin: AIOKafkaAdminClient, topics: list[str]) -> dict[str, list[tuple]]:
-    """Raw config entries ``(name, value, read_only, source, sensitive, synonyms)`` per topic."""
+async def describe_topic_configs(admin: Admin, topics: list[str]) -> dict[str, list[tuple]]:
+    """Config entries ``(name, value, read_only, source, sensitive)`` per topic."""
     if not topics:
         return {}
-    responses = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t) for t in topics])
-    out = {}
-    for response in responses:
-        for error_code, _message, _type, name, entries in response.resources:
-            if error_code == 0:
-                out[name] = list(entries)
-    return out
+    return await admin.describe_topic_configs(topics)
 
 
-async def create_remote_topics(source: AIOKafkaAdminClient, target: AIOKafkaAdminClient, source_alias: str,
+async def create_remote_topics(source: Admin, target: Admin, source_alias: str,
                                policy: ReplicationPolicy, topics: dict[str, int], replication_factor: int,
                                config_filter: ConfigFilter) -> dict[str, int]:
     """Create missing remote topics and grow remote topics that have fewer partitions than their source.
@@ -180,20 +169,20 @@ async def create_remote_topics(source: AIOKafkaAdminClient, target: AIOKafkaAdmi
     if missing:
         configs = await describe_topic_configs(source, missing)
         new_topics = [NewTopic(remote_of[t], topics[t], replication_factor,
-                               topic_configs={k: v for k, v in config_filter.target_config(
+                               configs={k: v for k, v in config_filter.target_config(
                                    configs.get(t, []), incremental=False).items() if v is not None})
                       for t in missing]
         response = await target.create_topics(new_topics)
         already = []
-        for name, error_code, *rest in response.topic_errors:
-            if error_code == 0:
+        for name, error in response.items():
+            if error is None:
                 log.info("Created remote topic %s", name)
                 existing[name] = next(n.num_partitions for n in new_topics if n.name == name)
-            elif error_code == _TOPIC_ALREADY_EXISTS:
+            elif isinstance(error, TopicAlreadyExistsError):
                 already.append(name)
             else:
                 log.error("Could not create remote topic %s (error %s: %s); retrying at the next refresh",
-                          name, error_code, rest[0] if rest else "")
+                          name, error.code, error)
         if already:
             existing.update(await _describe_existing(target, already))
     grow = {remote_of[t]: count for t, count in topics.items()
@@ -203,7 +192,7 @@ async def create_remote_topics(source: AIOKafkaAdminClient, target: AIOKafkaAdmi
     return {remote: existing[remote] for remote in remote_of.values() if remote in existing}
 
 
-async def _describe_existing(target: AIOKafkaAdminClient, names: list[str]) -> dict[str, int]:
+async def _describe_existing(target: Admin, names: list[str]) -> dict[str, int]:
     """Partition counts of topics CreateTopics said exist; a fresh topic may take a moment to describe."""
     found: dict[str, int] = {}
     for attempt in range(_DESCRIBE_ATTEMPTS):
@@ -221,10 +210,10 @@ async def _describe_existing(target: AIOKafkaAdminClient, names: list[str]) -> d
     return found
 
 
-async def _grow(target: AIOKafkaAdminClient, remote: str, current: int, wanted: int) -> int:
+async def _grow(target: Admin, remote: str, current: int, wanted: int) -> int:
     """Grow ``remote`` from ``current`` to ``wanted`` partitions; returns the count it has afterwards."""
     try:
-        await target.create_partitions({remote: NewPartitions(total_count=wanted)})
+        await target.create_partitions({remote: wanted})
     except Exception as exc:
         # INVALID_PARTITIONS also answers a concurrent grow by another worker: look before warning.
         try:
@@ -242,10 +231,10 @@ async def _grow(target: AIOKafkaAdminClient, remote: str, current: int, wanted: 
     return wanted
 
 
-async def sync_topic_configs(clients: KafkaClients, source: AIOKafkaAdminClient, target: AIOKafkaAdminClient,
+async def sync_topic_configs(source: Admin, target: Admin,
                              source_alias: str, policy: ReplicationPolicy, topics: list[str],
                              config_filter: ConfigFilter) -> None:
-    """Copy source topic configs to existing remote topics with IncrementalAlterConfigs (``clients.incremental_alter_configs``)."""
+    """Copy source topic configs to existing remote topics with IncrementalAlterConfigs (``target.incremental_alter_configs``)."""
     remote_of = {t: policy.format_remote_topic(source_alias, t) for t in topics}
     existing = await topic_partitions(target, sorted(remote_of.values()))
     replicated = [t for t in topics if remote_of[t] in existing]
@@ -255,7 +244,7 @@ async def sync_topic_configs(clients: KafkaClients, source: AIOKafkaAdminClient,
         to_set = {k: v for k, v in wanted.items() if v is not None}
         to_delete = [k for k, v in wanted.items() if v is None]
         try:
-            await clients.incremental_alter_configs(target, remote_of[topic], to_set, to_delete)
+            await target.incremental_alter_configs(remote_of[topic], to_set, to_delete)
         except Exception as exc:
             log.warning("Could not sync configs of %s to %s: %s", topic, remote_of[topic], exc)
 

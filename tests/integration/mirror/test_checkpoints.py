@@ -9,6 +9,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from aiokafka.errors import GroupCoordinatorNotAvailableError
 
+from mirrorline.api import TopicPartition as Partition
 from mirrorline.connectors.mirror_client.client import MirrorClient, reread_count
 from mirrorline.connectors.mirror_client.formats import Checkpoint
 from mirrorline.clients.kafka_admin import alter_consumer_group_offsets
@@ -121,15 +122,16 @@ async def test_group_fails_over_to_b_without_skipping(cluster_a, cluster_b, mirr
             rereads += len([n for n in numbers if n < position])
 
         # the exact re-read count from MirrorClient's helper agrees with what the consumer re-read
-        source = AIOKafkaConsumer(bootstrap_servers=cluster_a.bootstrap_servers, enable_auto_commit=False)
-        target = AIOKafkaConsumer(bootstrap_servers=cluster_b.bootstrap_servers, enable_auto_commit=False)
+        source = KAFKA_CLIENTS.consumer({"bootstrap.servers": cluster_a.bootstrap_servers})
+        target = KAFKA_CLIENTS.consumer({"bootstrap.servers": cluster_b.bootstrap_servers})
         await source.start()
         await target.start()
         try:
             exact = 0
             for tp, position in consumed.items():
                 remote_tp = TopicPartition(f"A.{topic}", tp.partition)
-                exact += await reread_count(source, tp, position, target, remote_tp, on_b[remote_tp])
+                exact += await reread_count(source, Partition(*tp), position, target, Partition(*remote_tp),
+                                            on_b[remote_tp])
         finally:
             await source.stop()
             await target.stop()

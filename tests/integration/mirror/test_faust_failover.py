@@ -34,6 +34,7 @@ faust = pytest.importorskip("faust", reason="faust-streaming is not installed: p
 from mirrorline.connectors.faust_failover import (ENV_MM2_PROPERTIES, ENV_POLICY_CLASS, ENV_SEPARATOR, ENV_SOURCE,  # noqa: E402
                                        ENV_TARGET, FaustTopicNames, changelog_topic_name, mm2_topics_value,
                                        topics_to_mirror)
+from mirrorline.api import TopicPartition as Partition  # noqa: E402
 from mirrorline.connectors.mirror_client.client import MirrorClient, reread_count  # noqa: E402
 from mirrorline.connectors.mirror_client.filters import TopicFilter  # noqa: E402
 from mirrorline.api import ConfigError  # noqa: E402
@@ -405,15 +406,15 @@ async def _consumed_all(bootstrap: str, group: str, topic: str, total: int) -> b
 
 async def _rereads(a: str, topic: str, final_a: dict[int, int], b: str, remote_topic: str,
                    translated: dict[int, int]) -> dict[int, int]:
-    source = AIOKafkaConsumer(bootstrap_servers=a, enable_auto_commit=False)
-    target = AIOKafkaConsumer(bootstrap_servers=b, enable_auto_commit=False)
+    source = KAFKA_CLIENTS.consumer({"bootstrap.servers": a})
+    target = KAFKA_CLIENTS.consumer({"bootstrap.servers": b})
     await source.start()
     await target.start()
     try:
         counts = {}
         for partition in range(PARTITIONS):
-            counts[partition] = await reread_count(source, TopicPartition(topic, partition), final_a[partition],
-                                                   target, TopicPartition(remote_topic, partition),
+            counts[partition] = await reread_count(source, Partition(topic, partition), final_a[partition],
+                                                   target, Partition(remote_topic, partition),
                                                    translated[partition])
             assert counts[partition] is not None, f"partition {partition}: position on A not found on B"
         return counts

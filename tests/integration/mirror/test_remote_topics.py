@@ -15,9 +15,11 @@ import time
 
 import pytest
 from aiokafka import AIOKafkaConsumer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from mirrorline.connectors.mirror_client.policies import DefaultReplicationPolicy
+from mirrorline.api import NewTopic as ContractNewTopic
+from mirrorline.clients.admin import KafkaAdmin
+from mirrorline.clients.runtime_clients import KAFKA_CLIENTS
 from mirrorline.connectors.source_mirror.topics import ConfigFilter, create_remote_topics
 from support.kafka import create_topic, partitions_of, produce, read_all, record_tuples, topics_of
 from support.worker import Rest, all_running, running_standalone
@@ -97,22 +99,23 @@ async def test_consumer_waiting_on_target_does_not_create_the_remote_topic(clust
     assert all(not t.get("trace") for t in status["tasks"]), status
 
 
-class RacedAdmin(AIOKafkaAdminClient):
+class RacedAdmin(KafkaAdmin):
     """A real admin client whose CreateTopics loses a race: just before it, the topic appears with 1 partition
     (as if another worker, or an auto-creating client elsewhere, created it after we described the target)."""
 
-    async def create_topics(self, new_topics, timeout_ms=None, validate_only=False):
+    async def create_topics(self, new_topics, timeout_ms=30_000):
         """Create each topic with one partition first, then send the real request."""
-        response = await super().create_topics([NewTopic(t.name, 1, 1) for t in new_topics])
-        assert all(error == 0 for _name, error, *_ in response.topic_errors), response.topic_errors
-        return await super().create_topics(new_topics, timeout_ms, validate_only)
+        new_topics = list(new_topics)
+        response = await super().create_topics([ContractNewTopic(t.name, 1, 1) for t in new_topics])
+        assert all(error is None for error in response.values()), response
+        return await super().create_topics(new_topics, timeout_ms)
 
 
 async def test_topic_already_exists_answer_is_read_again_and_grown(cluster_a, cluster_b, make_topic, caplog):
     topic = await make_topic(cluster_a, partitions=PARTITIONS, prefix="raced")
     remote = f"A.{topic}"
-    source = AIOKafkaAdminClient(bootstrap_servers=cluster_a.bootstrap_servers)
-    target = RacedAdmin(bootstrap_servers=cluster_b.bootstrap_servers)
+    source = KAFKA_CLIENTS.admin({"bootstrap.servers": cluster_a.bootstrap_servers})
+    target = RacedAdmin.from_settings({"bootstrap.servers": cluster_b.bootstrap_servers})
     await source.start()
     await target.start()
     try:

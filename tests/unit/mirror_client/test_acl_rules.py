@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 
 import pytest
-from aiokafka.errors import ClusterAuthorizationFailedError, InvalidRequestError, SecurityDisabled
+from mirrorline.api import ClusterAuthorizationFailedError, KafkaError
+from mirrorline.api import SecurityDisabledError as SecurityDisabled
 from prometheus_client import REGISTRY
 
 from mirrorline.api.clients import AclBinding, AclFilter, AclOperation, AclPermissionType, PatternType, ResourceType
-from mirrorline.testing.plugin_kit import FakeKafkaClients
 
 from mirrorline.connectors.mirror_client.filters import TopicFilter
 from mirrorline.connectors.mirror_client.policies import (
@@ -123,7 +123,7 @@ def test_diff_against_the_target(wanted, existing, missing):
 
 
 class FakeCluster:
-    """What describe_acls/create_acls see of one cluster; ``error`` is raised by every ACL request."""
+    """One cluster's admin client, as far as the ACL sync asks it; ``error`` is raised by every ACL request."""
 
     def __init__(self, acls=(), topics=(), error=None, refuse=()):
         self.acls = list(acls)
@@ -135,36 +135,31 @@ class FakeCluster:
     async def list_topics(self):
         return self.topics
 
+    async def describe_acls(self, acl_filter=AclFilter()):
+        if self.error:
+            raise self.error("refused")
+        return [b for b in self.acls if b.resource_type == acl_filter.resource_type]
 
-class AclClients(FakeKafkaClients):
-    """The ACL requests of ``context.clients`` answered from the FakeClusters passed as admins."""
-
-    async def describe_acls(self, admin, acl_filter=AclFilter()):
-        if admin.error:
-            raise admin.error("refused")
-        return [b for b in admin.acls if b.resource_type == acl_filter.resource_type]
-
-    async def create_acls(self, admin, bindings):
-        if admin.error:
-            raise admin.error("refused")
+    async def create_acls(self, bindings):
+        if self.error:
+            raise self.error("refused")
         failures = []
         for binding in bindings:
-            if binding in admin.refuse:
-                failures.append((binding, InvalidRequestError("bad binding")))
+            if binding in self.refuse:
+                failures.append((binding, KafkaError("[Error 42] InvalidRequestError: bad binding", code=42)))
             else:
-                admin.acls.append(binding)
-                admin.created.append(binding)
+                self.acls.append(binding)
+                self.created.append(binding)
         return failures
 
 
 @pytest.fixture
 def fake_requests():
-    return AclClients()
+    return None
 
 
 def make_sync(source, target, warnings):
-    return TopicAclSync(AclClients(), source, target, "A", "B", DEFAULT, selection(DEFAULT).should_replicate,
-                        warnings.append)
+    return TopicAclSync(source, target, "A", "B", DEFAULT, selection(DEFAULT).should_replicate, warnings.append)
 
 
 def errors(reason: str) -> float:
