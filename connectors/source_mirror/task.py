@@ -44,7 +44,6 @@ from mirrorline.connectors.source_mirror.config import (
     TASK_INDEX,
 )
 from mirrorline.connectors.source_mirror.errors import SourceReadError, read_error_message
-from mirrorline.connectors.source_mirror.fetch_sessions import use_fetch_sessions
 from mirrorline.connectors.source_mirror.offset_syncs import OffsetSyncWriter
 from mirrorline.connectors.source_mirror.partition_metrics import partition_metrics
 from mirrorline.connectors.source_mirror.pending import PendingRecords
@@ -142,14 +141,13 @@ class MirrorSourceTask(SourceTask):
         self._path_reason = self._record_path_reason(parsed)
         # forwarding whole batches: the consumer hands fetched record batches, small ones merged
         fetch_batches = BatchFetch(parsed[BATCH_FORWARDING_COALESCE_BYTES]) if self._path_reason is None else None
-        self.consumer = self.context.clients.consumer(consumer_props, fetch_batches=fetch_batches)
+        # incremental fetch sessions (KIP-227): an idle fetch no longer lists and answers every partition of the task
+        self.consumer = self.context.clients.consumer(consumer_props, fetch_batches=fetch_batches, fetch_sessions=True)
         if self.consumer.ignored_settings:
             log.info("Task %s: source consumer settings with no meaning to the consumer are ignored: %s",
                      config.get(TASK_INDEX), self.consumer.ignored_settings)
         self._principal = self.consumer.principal  # named in read errors
         await self.consumer.start()
-        # incremental fetches: an idle fetch no longer lists and answers every partition of the task
-        self.fetch_sessions = use_fetch_sessions(getattr(self.consumer, "_consumer", self.consumer))
         self._pending = PendingRecords(self.consumer, read_committed=self.consumer.read_committed)
         try:
             await self._seek_start_positions()

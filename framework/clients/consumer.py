@@ -7,7 +7,8 @@ consumer whose partitions, offsets and errors are mirrorline's. Records are aiok
 with the contract's :class:`~mirrorline.api.kafka.TopicPartition` keys. With ``fetch_batches``
 the consumer's fetcher is hooked by :mod:`.batch_capture` so ``getmany`` returns
 :class:`~mirrorline.api.kafka.FetchedBatch` items, merged by :func:`.fetched_batches.coalesce`
-when asked.
+when asked. With ``fetch_sessions`` its client's Fetch requests go through :mod:`.fetch_sessions`
+(KIP-227 incremental fetch sessions).
 
 :class:`GroupConsumer` adds what only the runtime's sink tasks need: a consumer group
 (subscribe with a rebalance listener, commit).
@@ -31,6 +32,7 @@ from mirrorline.api.clients import BatchFetch, Consumer
 from mirrorline.api.kafka import FetchedBatch, OffsetAndTimestamp, TopicPartition
 from mirrorline.clients.batch_capture import BatchCapture, capture_batches
 from mirrorline.clients.errors import translate
+from mirrorline.clients.fetch_sessions import FetchSessions, use_fetch_sessions
 from mirrorline.clients.fetched_batches import coalesce
 from mirrorline.clients.kafka_clients import client_kwargs
 
@@ -52,7 +54,7 @@ class KafkaConsumer(Consumer):
     """An assign-only consumer (see the module docstring); build it with :meth:`from_settings`."""
 
     def __init__(self, kwargs: dict[str, Any], ignored: list[str] | None = None, *,
-                 fetch_batches: BatchFetch | None = None):
+                 fetch_batches: BatchFetch | None = None, fetch_sessions: bool = False):
         self.ignored_settings = list(ignored or [])
         self.principal = kwargs.get("sasl_plain_username")
         self.read_committed = kwargs.get("isolation_level") == "read_committed"
@@ -64,14 +66,18 @@ class KafkaConsumer(Consumer):
         self._ours: dict[Any, TopicPartition] = {}
         #: the batch-capture hooks, once started with ``fetch_batches`` (their counters say how batches went)
         self.capture: BatchCapture | None = None
+        self._use_fetch_sessions = fetch_sessions
+        #: the incremental fetch sessions, once started with ``fetch_sessions`` (their counters say how fetches went)
+        self.fetch_sessions: FetchSessions | None = None
 
     @classmethod
-    def from_settings(cls, props: Mapping[str, Any], *, fetch_batches: BatchFetch | None = None) -> KafkaConsumer:
+    def from_settings(cls, props: Mapping[str, Any], *, fetch_batches: BatchFetch | None = None,
+                      fetch_sessions: bool = False) -> KafkaConsumer:
         """A consumer from Java-style settings; ``group.id`` is dropped and nothing is ever committed."""
         kwargs, ignored = client_kwargs(props, "consumer")
         kwargs.pop("group_id", None)
         kwargs["enable_auto_commit"] = False
-        return cls(kwargs, ignored, fetch_batches=fetch_batches)
+        return cls(kwargs, ignored, fetch_batches=fetch_batches, fetch_sessions=fetch_sessions)
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -79,6 +85,8 @@ class KafkaConsumer(Consumer):
             await self._consumer.start()
         except AIO_ERRORS as exc:
             raise translate(exc) from exc
+        if self._use_fetch_sessions:
+            self.fetch_sessions = use_fetch_sessions(self._consumer)
         if self._fetch_batches is not None:
             self.capture = capture_batches(self._consumer, read_committed=self.read_committed,
                                            check_crcs=self._check_crcs)

@@ -25,8 +25,9 @@ class AioKafkaClients(KafkaClients):
     def admin(self, props: Mapping[str, Any]) -> KafkaAdmin:
         return KafkaAdmin.from_settings(props)
 
-    def consumer(self, props: Mapping[str, Any], *, fetch_batches: BatchFetch | None = None) -> KafkaConsumer:
-        return KafkaConsumer.from_settings(props, fetch_batches=fetch_batches)
+    def consumer(self, props: Mapping[str, Any], *, fetch_batches: BatchFetch | None = None,
+                 fetch_sessions: bool = False) -> KafkaConsumer:
+        return KafkaConsumer.from_settings(props, fetch_batches=fetch_batches, fetch_sessions=fetch_sessions)
 
     def producer(self, props: Mapping[str, Any]) -> KafkaProducer:
         return KafkaProducer.from_settings(props)

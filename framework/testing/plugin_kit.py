@@ -59,7 +59,8 @@ class FakeKafkaClients(KafkaClients):
         client_kwargs(props, "admin")  # wrong security settings raise ConfigError, as in a worker
         raise self._no_broker("admin")
 
-    def consumer(self, props: Mapping[str, Any], *, fetch_batches: BatchFetch | None = None) -> Consumer:
+    def consumer(self, props: Mapping[str, Any], *, fetch_batches: BatchFetch | None = None,
+                 fetch_sessions: bool = False) -> Consumer:
         client_kwargs(props, "consumer")
         raise self._no_broker("consumer")
 

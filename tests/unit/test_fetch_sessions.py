@@ -16,7 +16,7 @@ import pytest
 from aiokafka.errors import KafkaConnectionError
 from aiokafka.protocol.fetch import FetchRequest, FetchRequest_v4, FetchRequest_v11
 
-from mirrorline.connectors.source_mirror.fetch_sessions import use_fetch_sessions
+from mirrorline.clients.fetch_sessions import use_fetch_sessions
 
 
 class FakeNode:

@@ -1,7 +1,7 @@
 """Incremental fetch sessions against a real broker: every record read once, in order, and idle fetches
 name no partition.
 
-An aiokafka consumer with :func:`use_fetch_sessions` reads a 40-partition topic that librdkafka
+A consumer made by ``KAFKA_CLIENTS.consumer(..., fetch_sessions=True)`` reads a 40-partition topic that librdkafka
 (confluent-kafka, an independent client) filled, goes idle, reads a second round written while it
 waited, and is seeked back: it must read exactly the records librdkafka wrote, partition by
 partition in offset order, while its requests after the first name only partitions whose offset
@@ -14,10 +14,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
 from confluent_kafka import Producer
 
-from mirrorline.connectors.source_mirror.fetch_sessions import use_fetch_sessions
+from mirrorline.api import Consumer, TopicPartition
+from mirrorline.clients.runtime_clients import KAFKA_CLIENTS
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +36,7 @@ def produce(bootstrap: str, topic: str, per_partition: int, tag: str) -> dict[in
     return written
 
 
-async def read(consumer: AIOKafkaConsumer, expected: int, timeout: float = 30.0) -> dict[int, list[bytes]]:
+async def read(consumer: Consumer, expected: int, timeout: float = 30.0) -> dict[int, list[bytes]]:
     got: dict[int, list[bytes]] = {}
     deadline = asyncio.get_running_loop().time() + timeout
     while sum(map(len, got.values())) < expected:
@@ -49,11 +49,12 @@ async def read(consumer: AIOKafkaConsumer, expected: int, timeout: float = 30.0)
 async def test_a_consumer_on_fetch_sessions_reads_everything_once_and_idles_cheaply(cluster_a, make_topic):
     topic = await make_topic(cluster_a, PARTITIONS)
     first = await asyncio.to_thread(produce, cluster_a.bootstrap_servers, topic, 5, "first")
-    consumer = AIOKafkaConsumer(bootstrap_servers=cluster_a.bootstrap_servers, enable_auto_commit=False,
-                                auto_offset_reset="earliest", fetch_max_wait_ms=100)
+    consumer = KAFKA_CLIENTS.consumer({"bootstrap.servers": cluster_a.bootstrap_servers,
+                                       "auto.offset.reset": "earliest", "fetch.max.wait.ms": 100}, fetch_sessions=True)
     await consumer.start()
     try:
-        sessions = use_fetch_sessions(consumer)
+        sessions = consumer.fetch_sessions
+        assert sessions is not None
         tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
         consumer.assign(tps)
         assert await read(consumer, 5 * PARTITIONS) == first

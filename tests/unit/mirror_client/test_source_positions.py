@@ -125,7 +125,7 @@ class FakeConsumer:
 class FakeClients(FakeKafkaClients):
     """Clients whose consumers are FakeConsumers."""
 
-    def consumer(self, props, *, fetch_batches=None):
+    def consumer(self, props, *, fetch_batches=None, fetch_sessions=False):
         return FakeConsumer(props, fetch_batches)
 
 
