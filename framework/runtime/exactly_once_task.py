@@ -46,13 +46,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka.errors import ProducerFenced, TransactionalIdAuthorizationFailed
-from aiokafka.producer.transaction_manager import TransactionState
 
 from mirrorline.api.context import TransactionContext
-from mirrorline.api.errors import ConnectError
+from mirrorline.api.errors import ConnectError, ProducerFencedError, TransactionalIdAuthorizationFailedError
 from mirrorline.api.records import RecordMetadata, SourceBatch, SourceRecord
-from mirrorline.clients.producer import RecordProducer
+from mirrorline.clients.producer import KafkaProducer
 from mirrorline.runtime import metrics
 from mirrorline.runtime.bounded import LifecycleTimeout, bounded
 from mirrorline.runtime.context import WorkerSourceTaskContext
@@ -178,9 +176,9 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
         await bounded(eos.preflight(), eos.fencing_timeout_s,
                       f"Task {self.id}: waiting for the zombie fencing of connector {self.id.connector}'s previous "
                       f"task generation")
-        self._producer = RecordProducer(**{"acks": "all", "linger_ms": 5, "max_batch_size": 512 * 1024,
-                                           **self._producer_kwargs, "enable_idempotence": True,
-                                           "transactional_id": eos.transactional_id})
+        self._producer = KafkaProducer({"acks": "all", "linger_ms": 5, "max_batch_size": 512 * 1024,
+                                        **self._producer_kwargs, "enable_idempotence": True,
+                                        "transactional_id": eos.transactional_id})
         try:
             # InitProducerId: fences this task's previous instance and aborts its open transaction
             await bounded(self._producer.start(), self._start_timeout_s,
@@ -211,7 +209,7 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
     def _producer_error(self, exc: BaseException, what: str) -> ConnectError:
         """A readable error for a transactional producer's failure: fencing and missing ACLs say so."""
         tid = self.eos.transactional_id
-        if isinstance(exc, ProducerFenced):
+        if isinstance(exc, ProducerFencedError):
             return FencedError(
                 f"Task {self.id} {what}: its transactional producer {tid!r} was fenced, because another instance "
                 f"of this task started (this worker lost its group membership or was frozen, and the task moved) "
@@ -219,7 +217,7 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
                 f"be read; the task restarts from its committed offsets. If this repeats without a rebalance, "
                 f"the transactions take too long: raise producer.override.transaction.timeout.ms, use "
                 f"transaction.boundary=poll, or lower transaction.boundary.interval.ms")
-        if isinstance(exc, TransactionalIdAuthorizationFailed):
+        if isinstance(exc, TransactionalIdAuthorizationFailedError):
             return ConnectError(
                 f"Task {self.id} {what}: the cluster denied transactional id {tid!r} "
                 f"(TRANSACTIONAL_ID_AUTHORIZATION_FAILED). Exactly-once source tasks need WRITE and DESCRIBE on "
@@ -295,12 +293,11 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
     async def _abort_quietly(self, timeout: float) -> None:
         """Abort an open transaction, never raising (the producer may be fenced or failed already)."""
         producer = self._producer
-        txn = getattr(producer, "_txn_manager", None)
-        if producer is None or txn is None or not self._txn_open:
+        if producer is None or not self._txn_open:
             self._drop_transaction()
             return
         try:
-            if txn.state in (TransactionState.IN_TRANSACTION, TransactionState.ABORTABLE_ERROR):
+            if producer.can_abort():
                 await bounded(producer.abort_transaction(), timeout, f"Task {self.id}: aborting its transaction")
                 metrics.TRANSACTIONS_ABORTED.labels(*self._labels).inc()
         except Exception as exc:
@@ -450,10 +447,8 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
             key, value = offset_key(self.id.connector, partition), offset_value(offset)
             offset_futures.append(await self._retrying_offset_send(key, value))
         # close the batches still lingering (linger.ms) and wait for every record and offset of the transaction
-        accumulator = getattr(producer, "_message_accumulator", None)
-        try:  # bounded as every write is (delivery.timeout.ms): aiokafka retries an idempotent batch forever
-            await asyncio.wait_for(asyncio.shield(accumulator.flush_for_commit() if accumulator is not None
-                                                  else producer.flush()), self._delivery_timeout_s)
+        try:  # bounded as every write is (delivery.timeout.ms): the client retries an idempotent batch forever
+            await asyncio.wait_for(asyncio.shield(producer.flush_for_commit()), self._delivery_timeout_s)
         except asyncio.TimeoutError:
             await self._abort_quietly(5.0)
             raise RecordWriteError(
@@ -515,17 +510,10 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
 
     def _fatal_error(self) -> BaseException | None:
         """The error that stopped the producer's sender (fenced, denied...), if it stopped."""
-        producer = self._producer
-        sender = getattr(getattr(producer, "_sender", None), "sender_task", None)
-        if sender is not None and sender.done() and not sender.cancelled():
-            return sender.exception()
-        txn = getattr(producer, "_txn_manager", None)
-        if txn is not None and txn.is_fatal_error():
-            return ConnectError("the transactional producer is in a fatal state")
-        return None
+        return self._producer.fatal_error() if self._producer is not None else None
 
     def _write_failure(self, error: BaseException) -> ConnectError:
-        if isinstance(error, (ProducerFenced, TransactionalIdAuthorizationFailed)) or \
+        if isinstance(error, (ProducerFencedError, TransactionalIdAuthorizationFailedError)) or \
                 "ClusterAuthorization" in type(error).__name__:
             return self._producer_error(error, "could not write its transaction")
         exc = ConnectError(f"Task {self.id} could not write a record of its transaction: {error!r}. The transaction "
@@ -539,10 +527,8 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
         for _, future in self._txn_items:  # their errors are the abort's cause, reported already
             if future is not None and future.done() and not future.cancelled():
                 future.exception()
-        txn = getattr(self._producer, "_txn_manager", None)
-        waiter = getattr(txn, "_transaction_waiter", None)
-        if waiter is not None and waiter.done() and not waiter.cancelled():
-            waiter.exception()  # aiokafka leaves a fencing error there when nobody commits or aborts again
+        if self._producer is not None:
+            self._producer.forget_transaction()  # a fencing error nobody commits or aborts again
         self._txn_open = False
         self._txn_items.clear()
         self._txn_offsets.clear()

@@ -23,9 +23,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from aiokafka.errors import KafkaError
 
 from mirrorline.api.errors import ConnectError
+from mirrorline.clients.errors import translate
 from mirrorline.api.records import ConnectorTaskId
 from mirrorline.runtime import metrics
 from mirrorline.runtime.background import BackgroundTasks
@@ -116,7 +116,7 @@ class TaskRunner(ABC):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            if not isinstance(exc, (ConnectError, KafkaError)):
+            if not isinstance(translate(exc), ConnectError):  # a Kafka client's errors too
                 log.debug("Task %s: its %s loop raised", self.id, name, exc_info=True)
             self._fail(exc)
 

@@ -19,7 +19,7 @@ and with pass-through converters the loop is the plain one.
 
 Record batches (beyond Connect): in that plain case the task's context says ``accepts_batches``
 and ``poll`` may also return :class:`~mirrorline.api.records.SourceBatch` items, which the
-producer writes whole (:meth:`RecordProducer.send_record_batch`); their source offset is tracked
+producer writes whole (:meth:`KafkaProducer.send_record_batch`); their source offset is tracked
 like a record's, and the task gets ``commit_batch`` with the first record's offset.
 
 Topic creation (KIP-158): with a :class:`~mirrorline.runtime.topic_creation.TopicCreator`, a
@@ -47,11 +47,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from aiokafka.errors import KafkaError, KafkaTimeoutError
 
 from mirrorline.api.context import OffsetReader
-from mirrorline.api.errors import ConnectError, RetriableError
-from mirrorline.clients.producer import RecordProducer
+from mirrorline.api.errors import ConnectError, KafkaError, KafkaTimeoutError, RetriableError
+from mirrorline.clients.errors import translate
+from mirrorline.clients.producer import KafkaProducer
 from mirrorline.api.records import ConnectorTaskId, RecordMetadata, SourceBatch, SourceRecord
 from mirrorline.api.task import SourceTask
 from mirrorline.runtime import metrics
@@ -85,9 +85,11 @@ class RecordWriteError(ConnectError):
 
 
 def is_retriable(exc: BaseException) -> bool:
-    """Whether ``exc`` is transient: our RetriableError, an aiokafka error marked retriable, or
-    aiokafka's KafkaTimeoutError (not marked so, but raised by ``send`` when its buffer stayed
-    full, e.g. while a broker is down: the record was not taken, so sending it again keeps order)."""
+    """Whether ``exc`` is transient: our RetriableError, a Kafka client error marked retriable, or a
+    KafkaTimeoutError (not marked so, but raised by ``send`` when the producer's buffer stayed full,
+    e.g. while a broker is down: the record was not taken, so sending it again keeps order). A task's
+    own Kafka client errors are judged as the client layer translates them."""
+    exc = translate(exc)
     if isinstance(exc, KafkaTimeoutError):
         return True
     return isinstance(exc, (RetriableError, KafkaError)) and bool(getattr(exc, "retriable", False))
@@ -117,7 +119,7 @@ class WorkerSourceTask(TaskRunner):
         self._acked_event = asyncio.Event()
         self._resumed = asyncio.Event()
         self._resumed.set()
-        self._producer: RecordProducer | None = None
+        self._producer: KafkaProducer | None = None
         self._commit_due = False
         self._unstored: dict[str, tuple[dict, dict]] = {}
         self._started = False
@@ -137,8 +139,8 @@ class WorkerSourceTask(TaskRunner):
             # Larger batches than aiokafka's 16 KB default: aiokafka has one request in flight per
             # broker, so small batches cap throughput (measured: +35% at 1 KB records, and a third
             # of the broker CPU). producer.batch.size / producer.override.batch.size still win.
-            self._producer = RecordProducer(**{"acks": "all", "enable_idempotence": True, "linger_ms": 5,
-                                               "max_batch_size": 512 * 1024, **self._producer_kwargs})
+            self._producer = KafkaProducer({"acks": "all", "enable_idempotence": True, "linger_ms": 5,
+                                            "max_batch_size": 512 * 1024, **self._producer_kwargs})
             await bounded(self._producer.start(), self._start_timeout_s, f"Task {self.id}: starting its producer")
             self._context = WorkerSourceTaskContext(self.id, self._offset_reader, self.warnings, on_crash=self._fail,
                                                     accepts_batches=self._chain is None and self._converters is None)

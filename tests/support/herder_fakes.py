@@ -25,7 +25,7 @@ What stands in for what:
   ``before_rejoin``; :meth:`FakeGroupMember.complete_rebalance` asks the herder, as leader,
   to ``assign`` with its ``member_state()`` and any pretend peers, then hands it its
   ``on_assignment``). ``request_rejoin()`` only records the request;
-- :class:`FakeRecordProducer` for the task producer (``RecordProducer``): a pure unit test may
+- :class:`FakeRecordProducer` for the task producer (``KafkaProducer``): a pure unit test may
   use a fake here. Install it with :func:`patch_record_producer` (pytest's ``monkeypatch``);
   otherwise every started task would try to reach ``bootstrap.servers``. It acknowledges
   every record at once, with increasing offsets per topic partition, and keeps what it
@@ -218,7 +218,7 @@ class SentRecord:
 
 
 class FakeRecordProducer:
-    """Stands in for ``RecordProducer`` in task tests: every send is acknowledged at once.
+    """Stands in for the task producer (``mirrorline.clients.producer.KafkaProducer``) in task tests: every send is acknowledged at once.
 
     Records without a partition go to partition 0. ``instances`` lists every producer created
     (class-wide, cleared by :func:`patch_record_producer`), ``sent`` what one acknowledged.
@@ -226,7 +226,7 @@ class FakeRecordProducer:
 
     instances: list[FakeRecordProducer] = []
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, kwargs: dict[str, Any], ignored: list[str] | None = None) -> None:
         self.kwargs = kwargs
         self.sent: list[SentRecord] = []
         self.started = False
@@ -257,7 +257,7 @@ class FakeRecordProducer:
 def patch_record_producer(monkeypatch) -> type[FakeRecordProducer]:
     """Make every task started from now on use :class:`FakeRecordProducer` (pytest ``monkeypatch``)."""
     FakeRecordProducer.instances = []
-    monkeypatch.setattr("mirrorline.runtime.worker_task.RecordProducer", FakeRecordProducer)
+    monkeypatch.setattr("mirrorline.runtime.worker_task.KafkaProducer", FakeRecordProducer)
     return FakeRecordProducer
 
 

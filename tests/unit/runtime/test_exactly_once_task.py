@@ -1,6 +1,6 @@
 """ExactlyOnceWorkerSourceTask on a fake transactional producer (no broker): what goes into which transaction.
 
-The real runner, a small source task and a :class:`FakeTxnProducer` standing in for aiokafka's
+The real runner, a small source task and a :class:`FakeTxnProducer` standing in for the client layer's
 transactional producer (a pure unit test may fake the producer; the integration tests in
 ``tests/integration/exactly_once`` run the same code against real brokers). The fake keeps each
 transaction's writes and whether it was committed or aborted, so a test checks that records and
@@ -14,10 +14,9 @@ import asyncio
 import json
 
 import pytest
-from aiokafka.errors import ProducerFenced, TransactionalIdAuthorizationFailed
 
 from mirrorline.api import ConnectorTaskId, SourceRecord, SourceTask
-from mirrorline.api.errors import ConnectError
+from mirrorline.api.errors import ConnectError, ProducerFencedError, TransactionalIdAuthorizationFailedError
 from mirrorline.runtime.exactly_once_task import ExactlyOnceSettings, ExactlyOnceWorkerSourceTask
 from mirrorline.storage.kafka_offsets import offset_key
 from mirrorline.storage.offsets import MemoryOffsetStore
@@ -27,19 +26,6 @@ OFFSETS_TOPIC = "connect-offsets"
 TASK = ConnectorTaskId("c", 0)
 
 
-class _TxnState:
-    """What the runner reads of aiokafka's transaction manager."""
-
-    def __init__(self) -> None:
-        from aiokafka.producer.transaction_manager import TransactionState
-
-        self.state = TransactionState.READY
-        self._transaction_waiter = None
-
-    def is_fatal_error(self) -> bool:
-        return False
-
-
 class FakeTxnProducer:
     """A transactional producer that keeps transactions: ``transactions`` is a list of
     ``(outcome, [(topic, partition, key, value)])`` with outcome ``committed`` or ``aborted``."""
@@ -47,15 +33,13 @@ class FakeTxnProducer:
     instances: list[FakeTxnProducer] = []
     start_error: BaseException | None = None
 
-    def __init__(self, **kwargs):
+    def __init__(self, kwargs, ignored=None):
         self.kwargs = kwargs
         self.transactions: list[tuple[str, list]] = []
         self.current: list | None = None
         self.fail_topic: str | None = None
         self.commit_error: BaseException | None = None
         self.stopped = False
-        self._txn_manager = _TxnState()
-        self._sender = None
         self._offsets: dict = {}
         FakeTxnProducer.instances.append(self)
 
@@ -70,11 +54,8 @@ class FakeTxnProducer:
         await asyncio.sleep(0)
 
     async def begin_transaction(self):
-        from aiokafka.producer.transaction_manager import TransactionState
-
         assert self.current is None, "a transaction is already open"
         self.current = []
-        self._txn_manager.state = TransactionState.IN_TRANSACTION
 
     async def commit_transaction(self):
         await self._end("committed")
@@ -85,12 +66,21 @@ class FakeTxnProducer:
         await self._end("aborted")
 
     async def _end(self, outcome: str):
-        from aiokafka.producer.transaction_manager import TransactionState
-
         assert self.current is not None, "no transaction is open"
         self.transactions.append((outcome, self.current))
         self.current = None
-        self._txn_manager.state = TransactionState.READY
+
+    async def flush_for_commit(self):
+        await self.flush()
+
+    def can_abort(self) -> bool:
+        return self.current is not None
+
+    def fatal_error(self):
+        return None
+
+    def forget_transaction(self) -> None:
+        pass
 
     async def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None):
         assert self.current is not None, "sent outside a transaction"
@@ -112,7 +102,7 @@ class FakeTxnProducer:
 def fake_producer(monkeypatch):
     FakeTxnProducer.instances = []
     FakeTxnProducer.start_error = None
-    monkeypatch.setattr("mirrorline.runtime.exactly_once_task.RecordProducer", FakeTxnProducer)
+    monkeypatch.setattr("mirrorline.runtime.exactly_once_task.KafkaProducer", FakeTxnProducer)
     return FakeTxnProducer
 
 
@@ -266,8 +256,8 @@ async def test_a_task_writing_to_its_offsets_topic_fails():
 
 
 @pytest.mark.parametrize("error, words", [
-    (TransactionalIdAuthorizationFailed("g-c-0"), "WRITE and DESCRIBE on TransactionalId 'g-c-0'"),
-    (ProducerFenced(), "was fenced"),
+    (TransactionalIdAuthorizationFailedError("g-c-0"), "WRITE and DESCRIBE on TransactionalId 'g-c-0'"),
+    (ProducerFencedError(), "was fenced"),
 ])
 async def test_producer_errors_at_start_name_the_cause(error, words):
     FakeTxnProducer.start_error = error
@@ -280,7 +270,7 @@ async def test_producer_errors_at_start_name_the_cause(error, words):
 
 async def test_a_commit_fenced_by_a_newer_instance_fails_this_one_and_releases_nothing():
     def fence(task):
-        FakeTxnProducer.instances[0].commit_error = ProducerFenced()
+        FakeTxnProducer.instances[0].commit_error = ProducerFencedError()
     task = ListTask([[record(0)]], on_poll=fence)
     worker_task = await runner(task)
     await eventually(lambda: worker_task.failures, what="the task failing")

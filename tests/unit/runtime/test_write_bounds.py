@@ -47,7 +47,7 @@ class OneRecordTask(SourceTask):
 class RefusingProducer:
     """Every send is refused with a retriable error, as when a topic never appears in the metadata."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, kwargs, ignored=None):
         self.kwargs = kwargs
         self.attempts = 0
 
@@ -74,7 +74,7 @@ class SilentProducer(RefusingProducer):
 
 
 async def run_until_failed(monkeypatch, producer_class, timeout_s: float, creator=None):
-    monkeypatch.setattr("mirrorline.runtime.worker_task.RecordProducer", producer_class)
+    monkeypatch.setattr("mirrorline.runtime.worker_task.KafkaProducer", producer_class)
     failures: list[BaseException] = []
     states: list[State] = []
     warnings_seen: list[list[str]] = []
