@@ -248,6 +248,13 @@ class GroupConsumer(KafkaConsumer):
         else:
             self._consumer.subscribe(topics=list(topics or ()), listener=_Rebalances(listener))
 
+    async def committed(self, partition: TopicPartition) -> int | None:
+        """The group's committed offset of ``partition`` (None when it has none)."""
+        try:
+            return await self._consumer.committed(AioPartition(partition[0], partition[1]))
+        except AIO_ERRORS as exc:
+            raise translate(exc) from exc
+
     async def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
         """Commit ``offsets`` (the next offset to consume per partition) for the group."""
         try:

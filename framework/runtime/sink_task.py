@@ -9,7 +9,7 @@ partitions are revoked, and on stop. A crash therefore re-delivers at most the r
 the last commit: at-least-once. A ``pre_commit`` that raises commits nothing and rewinds the
 consumer to the last committed offsets, as Connect does.
 
-Rebalances: aiokafka calls the listener from its coordinator's coroutine, which runs beside
+Rebalances: the group consumer calls the listener from its coordinator's coroutine, which runs beside
 the poll loop. One lock serialises them, so a batch is never half ``put`` when its partitions
 are revoked, and records of a partition taken away while they were fetched are dropped (the
 new owner reads them from the committed offset).
@@ -31,12 +31,10 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
-from aiokafka.structs import TopicPartition as KafkaPartition
-
 from mirrorline.api.errors import ConnectError, RetriableError
 from mirrorline.api.records import ConnectorTaskId, SinkRecord
 from mirrorline.api.sink import ErrantRecordReporter, SinkTask, TopicPartition
+from mirrorline.clients.consumer import GroupConsumer, RebalanceListener
 from mirrorline.runtime import metrics
 from mirrorline.runtime.bounded import bounded
 from mirrorline.runtime.context import WorkerSinkTaskContext
@@ -52,7 +50,7 @@ log = logging.getLogger(__name__)
 
 #: Longest wait for records in one poll, so pause, stop and commits stay prompt.
 POLL_TIMEOUT_MS = 500
-#: Kafka's names of a record's timestamp type, by aiokafka's code (-1: none).
+#: Kafka's names of a record's timestamp type, by the client's code (-1: none).
 TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime", -1: "NoTimestampType"}
 
 
@@ -65,8 +63,8 @@ def position(record: SinkRecord) -> str:
     return f"topic {record.topic} partition {record.partition} offset {record.offset}"
 
 
-class _Listener(ConsumerRebalanceListener):
-    """Hands aiokafka's rebalance callbacks to the task runner."""
+class _Listener(RebalanceListener):
+    """Hands the group consumer's rebalance callbacks to the task runner."""
 
     def __init__(self, runner: WorkerSinkTask):
         self._runner = runner
@@ -91,7 +89,7 @@ class WorkerSinkTask(TaskRunner):
                  start_timeout_s: float = 60.0, transforms: TransformChain | None = None,
                  converters: RecordConverters | None = None, error_handler: ErrorHandler | None = None,
                  on_topic: Callable[[str, str], None] | None = None,
-                 consumer_factory: Callable[..., Any] = AIOKafkaConsumer):
+                 consumer_factory: Callable[[dict[str, Any]], Any] = GroupConsumer):
         super().__init__(task_id, task, config, on_status=on_status, on_failure=on_failure,
                          flush_interval_s=flush_interval_s, start_timeout_s=start_timeout_s, on_topic=on_topic,
                          transforms=transforms, converters=converters, errors=error_handler)
@@ -126,8 +124,8 @@ class WorkerSinkTask(TaskRunner):
         self._paused = paused
         try:
             self._consumer = self._consumer_factory(
-                **{"auto_offset_reset": "earliest", **self._consumer_kwargs,
-                   "group_id": f"connect-{self.id.connector}", "enable_auto_commit": False})
+                {"auto_offset_reset": "earliest", **self._consumer_kwargs,
+                 "group_id": f"connect-{self.id.connector}", "enable_auto_commit": False})
             await bounded(self._consumer.start(), self._start_timeout_s, f"Task {self.id}: starting its consumer")
             await bounded(self._errors.start(), self._start_timeout_s, f"Task {self.id}: starting its error reporters")
             self._context = WorkerSinkTaskContext(self, self.warnings)
@@ -140,9 +138,9 @@ class WorkerSinkTask(TaskRunner):
             await bounded(self.task.start(config), self._start_timeout_s, f"Task {self.id}: start()")
             self._started = True
             if self._topics_regex:
-                self._consumer.subscribe(pattern=topics_pattern(self._topics_regex), listener=_Listener(self))
+                self._consumer.subscribe(_Listener(self), pattern=topics_pattern(self._topics_regex))
             else:
-                self._consumer.subscribe(topics=self._topics, listener=_Listener(self))
+                self._consumer.subscribe(_Listener(self), topics=self._topics)
         except Exception as exc:
             self._fail(exc)
             return
@@ -202,7 +200,7 @@ class WorkerSinkTask(TaskRunner):
         self._context_paused |= partitions
         assigned = partitions & self._assigned
         if assigned and self._consumer is not None:
-            self._consumer.pause(*_kafka(assigned))
+            self._consumer.pause(*assigned)
 
     def resume_partitions(self, partitions: Iterable[TopicPartition]) -> None:
         """The task asked to fetch ``partitions`` again."""
@@ -210,7 +208,7 @@ class WorkerSinkTask(TaskRunner):
         self._context_paused -= partitions
         assigned = partitions & self._assigned
         if assigned and self._consumer is not None and not self._paused:
-            self._consumer.resume(*_kafka(assigned))
+            self._consumer.resume(*assigned)
 
     def reset_offsets(self, offsets: dict[TopicPartition, int]) -> None:
         """The task asked to consume from these offsets next; applied before the next fetch."""
@@ -317,18 +315,18 @@ class WorkerSinkTask(TaskRunner):
 
     def _pause_all(self) -> None:
         if self._consumer is not None and self._assigned:
-            self._consumer.pause(*_kafka(self._assigned))
+            self._consumer.pause(*self._assigned)
 
     def _resume_all(self) -> None:
         if self._consumer is not None:
             active = self._assigned - self._context_paused
             if active:
-                self._consumer.resume(*_kafka(active))
+                self._consumer.resume(*active)
 
     def _apply_resets(self) -> None:
         for tp in [tp for tp in self._resets if tp in self._assigned]:
             offset = self._resets.pop(tp)
-            self._consumer.seek(KafkaPartition(*tp), offset)
+            self._consumer.seek(tp, offset)
             self._offsets[tp] = offset
 
     # -- commits ---------------------------------------------------------------------------
@@ -352,7 +350,7 @@ class WorkerSinkTask(TaskRunner):
         if not to_commit:
             return
         try:
-            await self._consumer.commit({KafkaPartition(*tp): offset for tp, offset in to_commit.items()})
+            await self._consumer.commit(to_commit)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # Connect logs and goes on: the next commit carries these offsets too
@@ -367,12 +365,12 @@ class WorkerSinkTask(TaskRunner):
                 continue
             committed = self._committed.get(tp)
             if committed is None:
-                committed = await self._consumer.committed(KafkaPartition(*tp))
+                committed = await self._consumer.committed(tp)
             if committed is None:
-                await self._consumer.seek_to_beginning(KafkaPartition(*tp))
+                await self._consumer.seek_to_beginning(tp)
                 self._offsets.pop(tp, None)
             else:
-                self._consumer.seek(KafkaPartition(*tp), committed)
+                self._consumer.seek(tp, committed)
                 self._offsets[tp] = committed
 
     # -- rebalances (called from the consumer's coordinator) ---------------------------------
@@ -399,12 +397,12 @@ class WorkerSinkTask(TaskRunner):
             self._assigned |= new
             paused = new if self._paused else new & self._context_paused
             if paused:
-                self._consumer.pause(*_kafka(paused))
+                self._consumer.pause(*paused)
             await self._guarded("open", self.task.open(sorted(new)))
             self._apply_resets()
 
     async def _guarded(self, what: str, coro: Awaitable[Any]) -> None:
-        """Run a task callback from the coordinator: an exception fails the task (aiokafka would only log it)."""
+        """Run a task callback from the coordinator: an exception fails the task (the client would only log it)."""
         try:
             await coro
         except asyncio.CancelledError:
@@ -412,11 +410,6 @@ class WorkerSinkTask(TaskRunner):
         except Exception as exc:
             log.error("Task %s: %s() raised: %r", self.id, what, exc)
             self._fail(exc)
-
-
-def _kafka(partitions: Iterable[TopicPartition]) -> list[KafkaPartition]:
-    """The client's own TopicPartition objects, which its methods insist on."""
-    return [KafkaPartition(*tp) for tp in partitions]
 
 
 class _ErrantReporter(ErrantRecordReporter):

@@ -1,4 +1,4 @@
-"""WorkerSinkTask's logic without a broker: a scripted consumer stands in for aiokafka's.
+"""WorkerSinkTask's logic without a broker: a scripted consumer stands in for the client layer's group consumer.
 
 Checked: records reach ``put`` in order with their positions; offsets are committed only after
 ``pre_commit`` returned them (and never when it raised: the consumer is rewound instead); a
@@ -16,7 +16,6 @@ from collections import deque
 from types import SimpleNamespace
 
 import pytest
-from aiokafka.structs import TopicPartition as KafkaPartition
 
 import mirrorline.runtime.sink_task as sink_task_module
 from mirrorline.api import ConnectorTaskId, RetriableError, SinkRecord, SinkTask, TopicPartition
@@ -31,7 +30,7 @@ TASK_ID = ConnectorTaskId("sink", 0)
 
 
 def message(tp: TopicPartition, offset: int, value: bytes | None = None):
-    """A consumed record as aiokafka hands it over."""
+    """A consumed record as the client hands it over."""
     return SimpleNamespace(topic=tp.topic, partition=tp.partition, offset=offset, key=b"k",
                            value=value if value is not None else f"{tp.partition}:{offset}".encode(),
                            headers=[("h", b"v")], timestamp=1000 + offset, timestamp_type=0)
@@ -55,7 +54,7 @@ class ScriptedConsumer:
         self.kwargs = None
         self.stopped = False
 
-    def __call__(self, **kwargs):
+    def __call__(self, kwargs):
         self.kwargs = kwargs
         return self
 
@@ -65,22 +64,22 @@ class ScriptedConsumer:
     async def stop(self):
         self.stopped = True
 
-    def subscribe(self, topics=(), pattern=None, listener=None):
+    def subscribe(self, listener, topics=(), pattern=None):
         self.subscription = pattern or list(topics)
         self.listener = listener
 
     async def getmany(self, timeout_ms=0):
         if self.initial:
             assigned, self.initial = self.initial, []
-            await self.listener.on_partitions_assigned([KafkaPartition(*tp) for tp in assigned])
+            await self.listener.on_partitions_assigned(list(assigned))
         if self.batches:
             batch = self.batches.popleft()
-            return {KafkaPartition(*tp): ms for tp, ms in batch.items() if tp not in self.paused}
+            return {tp: ms for tp, ms in batch.items() if tp not in self.paused}
         await asyncio.sleep(0.01)
         return {}
 
     async def commit(self, offsets):
-        assert all(isinstance(tp, KafkaPartition) for tp in offsets)
+        assert all(isinstance(tp, TopicPartition) for tp in offsets)
         self.commits.append({TopicPartition(*tp): o for tp, o in offsets.items()})
 
     def pause(self, *tps):
@@ -273,14 +272,14 @@ async def test_revoke_commits_and_closes_and_drops_stale_records():
     await h.runner.start()
     h.feed(message(TP0, 0), message(TP1, 0))
     await h.until(lambda: len(h.put_offsets()) == 2)
-    await h.consumer.listener.on_partitions_revoked([KafkaPartition("t", 1)])
+    await h.consumer.listener.on_partitions_revoked([TopicPartition("t", 1)])
     assert h.consumer.commits == [{TP1: 1}] and h.task.flushed == [{TP1: 1}]
     assert h.task.closed == [[TP1]] and h.runner.assignment() == frozenset({TP0})
     h.feed(message(TP0, 1), message(TP1, 1))  # TP1's record was fetched before the revocation
     await h.until(lambda: len(h.put_offsets()) == 3)
     await asyncio.sleep(0.05)
     assert h.put_offsets() == [(0, 0), (1, 0), (0, 1)]
-    await h.consumer.listener.on_partitions_assigned([KafkaPartition("t", 1)])
+    await h.consumer.listener.on_partitions_assigned([TopicPartition("t", 1)])
     assert h.task.opened == [[TP0, TP1], [TP1]]
     await h.runner.stop()
     assert h.consumer.commits[-1] == {TP0: 2}
