@@ -1,36 +1,25 @@
-"""Group membership of a distributed worker, through Kafka's group protocol (aiokafka's coordinator).
+"""Group membership of a distributed worker, through Kafka's group protocol (Connect's ``WorkerCoordinator``).
 
-A :class:`WorkerGroupMember` is an aiokafka consumer that never consumes: it joins the
-worker group (``group.id``) subscribed to the config topic only so the coordinator has a
-topic to talk about, and carries everything that matters in the protocol's user data — the
-worker's :class:`~mirrorline.runtime.distributed.assignment.MemberState` on join, and the
-leader's :class:`~mirrorline.runtime.distributed.assignment.Assignment` back. No partition is
-ever assigned, so nothing is fetched.
+A :class:`WorkerGroupMember` joins the worker group (``group.id``) as a
+:class:`~mirrorline.clients.group_member.GroupMember` of the client layer (which runs Kafka's
+group protocol and consumes nothing), and carries everything that matters in the protocol's
+metadata — the worker's :class:`~mirrorline.runtime.distributed.assignment.MemberState` on join,
+and the leader's :class:`~mirrorline.runtime.distributed.assignment.Assignment` back.
 
 The :class:`MembershipListener` (the herder) is called at the three points of a rebalance:
 ``before_rejoin`` before the worker joins (it may stop work; heartbeats go on meanwhile),
 ``member_state`` when the join request is built, ``assign`` on the leader, and
 ``on_assignment`` with this worker's share once the group has synced.
-
-aiokafka leaves a group whose consumer has not polled for ``max_poll_interval_ms``; an owned
-background coroutine polls (and gets nothing) every second so the member never looks idle.
-``rebalance.timeout.ms`` becomes that interval, as it is the time members have to rejoin.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
-from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
-from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment, ConsumerProtocolMemberMetadata
-
-from mirrorline.clients.kafka_clients import client_kwargs
-from mirrorline.runtime.background import BackgroundTasks
+from mirrorline.clients.group_member import GroupMember, GroupProtocol
 from mirrorline.runtime.distributed.assignment import Assignment, MemberState
 
 log = logging.getLogger(__name__)
@@ -60,8 +49,8 @@ class MembershipListener(ABC):
         """This worker's assignment for ``generation``; should return quickly (heartbeats wait)."""
 
 
-class _WorkerAssignor(AbstractPartitionAssignor):
-    """An aiokafka assignor whose metadata and assignments are the worker protocol's JSON."""
+class _WorkerProtocol(GroupProtocol):
+    """The worker protocol's JSON as the group member's bytes, and the listener called at each step."""
 
     name = PROTOCOL_NAME
 
@@ -69,41 +58,33 @@ class _WorkerAssignor(AbstractPartitionAssignor):
         self._member = member
         self.latest: Assignment | None = None
 
-    def metadata(self, topics) -> ConsumerProtocolMemberMetadata:
-        state = self._member.listener.member_state()
-        return ConsumerProtocolMemberMetadata(0, sorted(topics), state.encode())
+    def metadata(self) -> bytes:
+        return self._member.listener.member_state().encode()
 
-    def assign(self, cluster, members) -> dict[str, ConsumerProtocolMemberAssignment]:
+    def assign(self, leader: str, members: Mapping[str, bytes]) -> dict[str, bytes]:
         states = {}
         for member_id, metadata in members.items():
             try:
-                states[member_id] = MemberState.decode(metadata.user_data)
+                states[member_id] = MemberState.decode(metadata)
             except ValueError as exc:
                 log.error("Group member %s sent metadata that is not a mirrorline worker's (%s); it gets "
                           "nothing. Is another application using group.id %s?", member_id, exc,
                           self._member.group_id)
-        leader = self._member.member_id
         assignments = self._member.listener.assign(leader, states)
         empty = Assignment(leader, states[leader].url if leader in states else "", -1).encode()
-        return {m: ConsumerProtocolMemberAssignment(0, [], assignments[m].encode() if m in assignments else empty)
-                for m in members}
+        return {m: assignments[m].encode() if m in assignments else empty for m in members}
 
-    def on_assignment(self, assignment: ConsumerProtocolMemberAssignment) -> None:
+    def on_assignment(self, assignment: bytes) -> None:
         try:
-            self.latest = Assignment.decode(assignment.user_data)
+            self.latest = Assignment.decode(assignment)
         except ValueError as exc:
             log.error("Received an assignment this worker cannot read (%s); waiting for the next one", exc)
             self.latest = None
 
-
-class _Rebalances(ConsumerRebalanceListener):
-    def __init__(self, member: WorkerGroupMember):
-        self._member = member
-
-    async def on_partitions_revoked(self, revoked) -> None:
+    async def before_rejoin(self) -> None:
         await self._member._before_rejoin()
 
-    async def on_partitions_assigned(self, assigned) -> None:
+    async def after_sync(self) -> None:
         await self._member._after_sync()
 
 
@@ -116,58 +97,35 @@ class WorkerGroupMember:
         self.group_id = group_id
         self.topic = topic
         self.listener = listener
-        self._assignor = _WorkerAssignor(self)
-        kwargs, _ = client_kwargs({k: v for k, v in client_props.items()
-                                   if not k.startswith(("producer.", "consumer.", "admin."))}, "consumer")
-        for managed in ("group_id", "session_timeout_ms", "heartbeat_interval_ms", "max_poll_interval_ms",
-                        "rebalance_timeout_ms", "enable_auto_commit", "partition_assignment_strategy"):
-            kwargs.pop(managed, None)  # set from the worker's own settings below
-        self._consumer = AIOKafkaConsumer(
-            **kwargs, group_id=group_id, enable_auto_commit=False,
-            partition_assignment_strategy=(self._assignor,), session_timeout_ms=session_timeout_ms,
-            heartbeat_interval_ms=heartbeat_interval_ms, max_poll_interval_ms=rebalance_timeout_ms,
+        self._protocol = _WorkerProtocol(self)
+        self._member = GroupMember(
+            group_id, topic, {k: v for k, v in client_props.items() if not k.startswith(("producer.", "consumer.",
+                                                                                         "admin."))},
+            self._protocol, session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
             rebalance_timeout_ms=rebalance_timeout_ms)
-        self._background = BackgroundTasks(f"group-member-{group_id}")
         self._joined_once = False
 
     @property
     def member_id(self) -> str:
         """This member's id in the group (empty before the first join)."""
-        coordinator = self._consumer._coordinator  # aiokafka keeps membership on its coordinator
-        return coordinator.member_id if coordinator is not None else ""
+        return self._member.member_id
 
     @property
     def generation(self) -> int:
         """The group generation this member belongs to (-1 when it is not a member)."""
-        coordinator = self._consumer._coordinator
-        return coordinator.generation if coordinator is not None else -1
+        return self._member.generation
 
     async def start(self) -> None:
         """Join the group; the first assignment arrives through the listener."""
-        self._consumer.subscribe([self.topic], listener=_Rebalances(self))
-        await self._consumer.start()
-        self._background.spawn(self._keep_polling(), "poll")
+        await self._member.start()
 
     def request_rejoin(self) -> None:
         """Ask for a rebalance (config changes, or after letting revoked work go)."""
-        coordinator = self._consumer._coordinator
-        if coordinator is not None:
-            coordinator.request_rejoin()
+        self._member.request_rejoin()
 
     async def stop(self) -> None:
         """Leave the group (the others rebalance at once instead of waiting for the session timeout)."""
-        await self._background.close()
-        await self._consumer.stop()
-
-    async def _keep_polling(self) -> None:
-        while True:
-            try:
-                await self._consumer.getmany(timeout_ms=1000)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - e.g. the coordinator errors surfaced here
-                log.warning("Worker group %s: %s; retrying", self.group_id, exc)
-                await asyncio.sleep(1)
+        await self._member.stop()
 
     async def _before_rejoin(self) -> None:
         lost = self._joined_once and self.generation < 0
@@ -175,6 +133,6 @@ class WorkerGroupMember:
 
     async def _after_sync(self) -> None:
         self._joined_once = True
-        assignment, self._assignor.latest = self._assignor.latest, None
+        assignment, self._protocol.latest = self._protocol.latest, None
         if assignment is not None:
             await self.listener.on_assignment(assignment, self.generation)
