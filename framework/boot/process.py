@@ -22,11 +22,10 @@ from typing import Any
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
-from aiokafka.admin import AIOKafkaAdminClient
 
 from mirrorline.api.config import Config
 from mirrorline.api.errors import ConfigError, ConnectError
-from mirrorline.clients.kafka_clients import client_kwargs
+from mirrorline.clients.admin import KafkaAdmin
 from mirrorline.plugins import PluginRegistry
 from mirrorline.runtime.herder import Herder
 
@@ -123,14 +122,14 @@ def check_listener_free(listener: Listener) -> None:
 async def kafka_cluster_id(worker_config: Config, timeout_s: float = 30.0) -> str:
     """Ask the worker's Kafka cluster for its id, failing with a clear message if it cannot be reached."""
     bootstrap = ",".join(worker_config["bootstrap.servers"])
-    kwargs, _ = client_kwargs({"bootstrap.servers": bootstrap, **worker_config.with_prefix("admin.")}, "admin")
-    admin = AIOKafkaAdminClient(**kwargs, request_timeout_ms=int(timeout_s * 1000))
+    admin = KafkaAdmin.from_settings({"bootstrap.servers": bootstrap, **worker_config.with_prefix("admin."),
+                                      "request.timeout.ms": int(timeout_s * 1000)})
     try:
         await asyncio.wait_for(admin.start(), timeout_s)
-        return (await asyncio.wait_for(admin.describe_cluster(), timeout_s))["cluster_id"]
+        return (await asyncio.wait_for(admin.describe_cluster(), timeout_s)).cluster_id
     except (asyncio.TimeoutError, OSError, Exception) as exc:
         detail = str(exc) or "timed out"
-        if not detail.startswith(exc.__class__.__name__):  # aiokafka's errors name their class already
+        if not detail.startswith(exc.__class__.__name__):  # some client errors name their class already
             detail = f"{exc.__class__.__name__}: {detail}"
         raise ConnectError(f"cannot reach Kafka at bootstrap.servers={bootstrap}: {detail}. Check that the "
                            f"brokers run and the address is right.") from None

@@ -4,8 +4,8 @@ Every per-record operation the runtime runs for a task beyond the plain mirror p
 transform chain, a converter, a sink task's ``put`` of one record reported as errant) goes
 through :meth:`ErrorHandler.execute`, with the connector's ``errors.*`` settings:
 
-- a **retriable** failure (:class:`~mirrorline.api.errors.RetriableError`, an aiokafka error
-  marked retriable) is retried for up to ``errors.retry.timeout`` ms (0: never, -1: without
+- a **retriable** failure (:class:`~mirrorline.api.errors.RetriableError`, a Kafka client
+  error marked retriable) is retried for up to ``errors.retry.timeout`` ms (0: never, -1: without
   end), with exponential back-off from 300 ms capped at ``errors.retry.delay.max.ms``;
 - a failure that is not retriable, or still fails when the retry time is up, is an **error**:
   it is reported (logged when ``errors.log.enable``; written to the dead-letter queue of a sink
@@ -272,18 +272,16 @@ class DeadLetterQueueReporter(ErrorReporter):
 
     async def start(self) -> None:
         """Create the DLQ topic if missing and start the producer."""
-        from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-        from aiokafka.errors import TopicAlreadyExistsError, for_code
-
-        from mirrorline.clients.kafka_clients import client_kwargs
-        from mirrorline.clients.producer import RecordProducer
+        from mirrorline.api.errors import KafkaError, TopicAlreadyExistsError
+        from mirrorline.api.kafka import NewTopic
+        from mirrorline.clients.admin import KafkaAdmin
+        from mirrorline.clients.producer import KafkaProducer
 
         topic = self._settings.dlq_topic
-        admin_kwargs, _ = client_kwargs(self._client_props, "admin")
-        admin = AIOKafkaAdminClient(**admin_kwargs)
+        admin = KafkaAdmin.from_settings(self._client_props)
         await admin.start()
         try:
-            brokers = len((await admin.describe_cluster()).get("brokers") or []) or 1
+            brokers = len((await admin.describe_cluster()).brokers) or 1
             replication = self._settings.dlq_replication_factor
             if replication > brokers:
                 log.info("Task %s: the dead letter queue topic %s is created with replication factor %d, "
@@ -291,19 +289,16 @@ class DeadLetterQueueReporter(ErrorReporter):
                          self._task_id, topic, brokers, replication)
                 replication = brokers
             response = await admin.create_topics([NewTopic(topic, 1, replication)])
-            for topic_error in response.topic_errors:
-                code = topic_error[1]
-                if code and code != TopicAlreadyExistsError.errno:
-                    raise for_code(code)(f"creating the dead letter queue topic {topic!r} failed: "
-                                         f"{topic_error[2] if len(topic_error) > 2 else ''}")
-                if not code:
+            for error in response.values():
+                if error is not None and not isinstance(error, TopicAlreadyExistsError):
+                    raise KafkaError(f"creating the dead letter queue topic {topic!r} failed: {error}",
+                                     code=error.code, retriable=error.retriable) from error
+                if error is None:
                     log.info("Task %s: created the dead letter queue topic %s", self._task_id, topic)
         finally:
             await admin.close()
-        producer_kwargs, _ = client_kwargs(self._client_props, "producer")
-        producer_kwargs.update(acks="all", enable_idempotence=True)
-        producer_kwargs.pop("transactional_id", None)
-        producer = RecordProducer(**producer_kwargs)
+        props = {k: v for k, v in self._client_props.items() if k != "transactional.id"}
+        producer = KafkaProducer.from_settings({**props, "acks": "all", "enable.idempotence": "true"})
         await producer.start()
         self._producer = producer
 

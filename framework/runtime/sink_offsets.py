@@ -13,13 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.structs import TopicPartition
-
-from mirrorline.api.errors import BadRequestError
-from mirrorline.clients.kafka_admin import GroupNotEmptyError, alter_consumer_group_offsets, \
-    delete_consumer_group_offsets
-from mirrorline.clients.kafka_clients import client_kwargs
+from mirrorline.api.errors import BadRequestError, GroupNotEmptyError
+from mirrorline.api.kafka import TopicPartition
+from mirrorline.clients.admin import KafkaAdmin
 from mirrorline.runtime.sink_config import CONSUMER_OVERRIDE_PREFIX, CONSUMER_PREFIX
 
 TOPIC_KEY = "kafka_topic"
@@ -32,13 +28,12 @@ def group_of(connector: str) -> str:
     return f"connect-{connector}"
 
 
-def _admin(worker_config: Any, connector_config: Mapping[str, Any]) -> AIOKafkaAdminClient:
+def _admin(worker_config: Any, connector_config: Mapping[str, Any]) -> KafkaAdmin:
     props = {"bootstrap.servers": ",".join(worker_config["bootstrap.servers"]),
              **worker_config.with_prefix(CONSUMER_PREFIX),
              **{k[len(CONSUMER_OVERRIDE_PREFIX):]: v for k, v in connector_config.items()
                 if k.startswith(CONSUMER_OVERRIDE_PREFIX)}}
-    kwargs, _ = client_kwargs(props, "admin")
-    return AIOKafkaAdminClient(**kwargs)
+    return KafkaAdmin.from_settings(props)
 
 
 async def read(worker_config: Any, connector: str, connector_config: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -86,11 +81,11 @@ async def alter(worker_config: Any, connector: str, connector_config: Mapping[st
     admin = _admin(worker_config, connector_config)
     await admin.start()
     try:
-        await alter_consumer_group_offsets(admin, group_of(connector),
-                                           {tp: o for tp, o in offsets.items() if o is not None})
+        await admin.alter_consumer_group_offsets(group_of(connector),
+                                                 {tp: o for tp, o in offsets.items() if o is not None})
         removed = [tp for tp, o in offsets.items() if o is None]
         if removed:
-            await delete_consumer_group_offsets(admin, group_of(connector), removed)
+            await admin.delete_consumer_group_offsets(group_of(connector), removed)
     except GroupNotEmptyError as exc:
         raise BadRequestError(f"The consumer group {group_of(connector)} still has members ({exc}); stop the "
                               f"connector and wait for its tasks to leave, then try again") from None
@@ -105,7 +100,7 @@ async def reset(worker_config: Any, connector: str, connector_config: Mapping[st
     try:
         committed = await admin.list_consumer_group_offsets(group_of(connector))
         if committed:
-            await delete_consumer_group_offsets(admin, group_of(connector), list(committed))
+            await admin.delete_consumer_group_offsets(group_of(connector), list(committed))
     except GroupNotEmptyError as exc:
         raise BadRequestError(f"The consumer group {group_of(connector)} still has members ({exc}); stop the "
                               f"connector and wait for its tasks to leave, then try again") from None

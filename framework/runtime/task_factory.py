@@ -139,9 +139,8 @@ class TaskFactory:
             log.info("Task %s: producer settings with no aiokafka equivalent are ignored: %s", task_id, ignored)
         creator = None
         if creation is not None:
-            admin_kwargs, _ = client_kwargs(client_props("admin", self.worker_config, connector_settings,
-                                                         self._client_id(task_id, "-admin")), "admin")
-            creator = TopicCreator(task_id, creation, admin_kwargs)
+            creator = TopicCreator(task_id, creation, client_props("admin", self.worker_config, connector_settings,
+                                                                   self._client_id(task_id, "-admin")))
         # No topic creation and a connector that does not create its topics: let the broker's
         # auto.create.topics.enable decide, as for Kafka Connect's producer.
         kwargs["allow_auto_create_topics"] = creation is None and not getattr(connector_class, "creates_own_topics",

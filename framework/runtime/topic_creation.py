@@ -37,13 +37,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import for_code
-
 from mirrorline.api.config import (NO_DEFAULT, ConfigDef, ConfigKey, ConfigValue, Importance, Type, Validator,
                                    split_list)
-from mirrorline.api.errors import ConfigError, ConnectError
+from mirrorline.api.errors import ConfigError, ConnectError, KafkaError, UnknownTopicOrPartitionError
+from mirrorline.api.kafka import NewTopic
 from mirrorline.api.records import ConnectorTaskId
+from mirrorline.clients.admin import KafkaAdmin
 from mirrorline.runtime.connector_config import UniqueAliases
 
 log = logging.getLogger(__name__)
@@ -282,16 +281,16 @@ class TopicCreator:
     they are (the task retries them, bounded); anything else is a :class:`TopicCreationError`.
     """
 
-    def __init__(self, task_id: ConnectorTaskId, creation: TopicCreation, admin_kwargs: dict[str, Any]):
+    def __init__(self, task_id: ConnectorTaskId, creation: TopicCreation, admin_props: Mapping[str, Any]):
         self.task_id = task_id
         self.creation = creation
         self.known: set[str] = set()
-        self._admin_kwargs = admin_kwargs
-        self._admin: AIOKafkaAdminClient | None = None
+        self._admin_props = dict(admin_props)
+        self._admin: KafkaAdmin | None = None
 
-    async def _client(self) -> AIOKafkaAdminClient:
+    async def _client(self) -> KafkaAdmin:
         if self._admin is None:
-            admin = AIOKafkaAdminClient(**self._admin_kwargs)
+            admin = KafkaAdmin.from_settings(self._admin_props)
             try:
                 await admin.start()
             except BaseException:
@@ -304,13 +303,12 @@ class TopicCreator:
         """Make sure ``topic`` exists: describe it, and create it with its group's settings if missing."""
         if topic in self.known:
             return
-        from mirrorline.clients.kafka_admin import create_topics
-
         admin = await self._client()
         log.info("Task %s will send records to topic '%s' for the first time; checking whether it exists",
                  self.task_id, topic)
-        described = await admin.describe_topics([topic])
-        code = next((entry["error_code"] for entry in described if entry["topic"] == topic), _UNKNOWN_TOPIC_OR_PARTITION)
+        described = {entry.name: entry.error for entry in await admin.describe_topics([topic])}
+        found = described.get(topic, UnknownTopicOrPartitionError(code=_UNKNOWN_TOPIC_OR_PARTITION))
+        code = 0 if found is None else found.code
         if code in (0, _LEADER_NOT_AVAILABLE):  # the latter: it exists, its leaders are being elected
             log.info("Task %s: topic '%s' already exists", self.task_id, topic)
             self.known.add(topic)
@@ -322,13 +320,14 @@ class TopicCreator:
                 f"settings) needs the DESCRIBE operation on topic '{topic}' to find out whether it must be created. "
                 f"Grant it, then restart the task")
         if code != _UNKNOWN_TOPIC_OR_PARTITION:
-            raise for_code(code)(f"describing topic '{topic}' before creating it")
+            raise found  # the broker's answer, naming the topic
         group = self.creation.group_for(topic)
         log.info("Task %s: creating topic '%s' with topic creation %s", self.task_id, topic, group.describe())
-        timeout_ms = int(self._admin_kwargs.get("request_timeout_ms", 30_000))
-        answer = await create_topics(admin, [(topic, group.partitions, group.replication_factor, group.configs)],
-                                     timeout_ms)
-        code, message = answer.get(topic, (0, None))
+        timeout_ms = int(self._admin_props.get("request.timeout.ms") or 30_000)
+        answer = await admin.create_topics([NewTopic(topic, group.partitions, group.replication_factor,
+                                                     group.configs)], timeout_ms)
+        error = answer.get(topic)
+        code = 0 if error is None else error.code
         if code == 0:
             log.info("Task %s: created topic '%s' using topic creation %s", self.task_id, topic, group.describe())
         elif code == _TOPIC_ALREADY_EXISTS:
@@ -341,10 +340,10 @@ class TopicCreator:
                 f"admin.override.* connector settings) needs the CREATE operation on topic '{topic}' (or on the "
                 f"cluster resource). Grant it, or create the topic yourself, then restart the task")
         else:
-            error = for_code(code)
-            detail = f"{getattr(error, 'message', error.__name__)}: {message or error.description}"
+            assert error is not None
+            detail = str(error)
             if error.retriable:
-                raise error(f"creating topic '{topic}': {detail}")
+                raise KafkaError(f"creating topic '{topic}': {detail}", code=error.code, retriable=True) from error
             raise TopicCreationError(
                 f"Task {self.task_id} failed to create topic '{topic}' with topic creation {group.describe()}: "
                 f"{detail}. Fix the topic.creation.{group.name}.* settings (or create the topic yourself), then "

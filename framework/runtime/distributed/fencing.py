@@ -42,12 +42,9 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from aiokafka.admin import AIOKafkaAdminClient
-
 from mirrorline.api.errors import ConnectError, RebalanceInProgressError
 from mirrorline.api.records import ConnectorTaskId
-from mirrorline.clients.kafka_admin import fence_producers
-from mirrorline.clients.kafka_clients import client_kwargs
+from mirrorline.clients.admin import KafkaAdmin
 from mirrorline.runtime.background import BackgroundTasks
 from mirrorline.runtime.exactly_once import transactional_id
 
@@ -163,12 +160,12 @@ class ZombieFencing:
         return bool(await self._submit(self._write_record, connector, generation, count))
 
     async def _fence(self, ids: list[str]) -> None:
-        kwargs, _ = client_kwargs(self.client_props, "admin")
-        kwargs["client_id"] = f"{kwargs.get('client_id', 'mirrorline')}-zombie-fencing"
-        admin = AIOKafkaAdminClient(**kwargs)
+        props = dict(self.client_props)
+        props["client.id"] = f"{props.get('client.id') or 'mirrorline'}-zombie-fencing"
+        admin = KafkaAdmin.from_settings(props)
         await admin.start()
         try:
-            await fence_producers(admin, ids, timeout_ms=FENCING_TIMEOUT_MS)
+            await admin.fence_producers(ids, timeout_ms=FENCING_TIMEOUT_MS)
         finally:
             await admin.close()
 
