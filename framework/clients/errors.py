@@ -18,6 +18,10 @@ from aiokafka.structs import TopicPartition as AioPartition
 from mirrorline.api import errors as ml
 from mirrorline.api.kafka import TopicPartition
 
+#: The client library's own error bases, for a caller that reports any Kafka client error as one line
+#: (the CLI: a plugin command may use aiokafka itself); everything this package hands out is ours.
+LIBRARY_ERRORS: tuple[type[BaseException], ...] = (ak.KafkaError,)
+
 #: aiokafka class -> ours; a subclass of a listed class gets its nearest listed base's translation.
 _CLASSES: dict[type[BaseException], type[ml.KafkaError]] = {
     ak.KafkaTimeoutError: ml.KafkaTimeoutError,
@@ -30,6 +34,7 @@ _CLASSES: dict[type[BaseException], type[ml.KafkaError]] = {
     ak.NoOffsetForPartitionError: ml.NoOffsetForPartitionError,
     ak.RecordTooLargeError: ml.RecordTooLargeError,
     ak.MessageSizeTooLargeError: ml.RecordTooLargeError,
+    ak.RecordListTooLargeError: ml.RecordTooLargeError,
     ak.UnknownTopicOrPartitionError: ml.UnknownTopicOrPartitionError,
     ak.TopicAlreadyExistsError: ml.TopicAlreadyExistsError,
     ak.TopicAuthorizationFailedError: ml.TopicAuthorizationFailedError,

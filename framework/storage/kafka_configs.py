@@ -60,10 +60,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka import ConsumerRecord
-from aiokafka.errors import MessageSizeTooLargeError, RecordListTooLargeError
-
-from mirrorline.api.errors import ConnectError
+from mirrorline.api.errors import ConnectError, RecordTooLargeError
+from mirrorline.api.kafka import ConsumerRecord
 
 from mirrorline.storage.configs import ConfigStore, TargetState
 from mirrorline.storage.jobs import JOB_KEY_PREFIX
@@ -240,7 +238,7 @@ class KafkaConfigStore(LogBackedStore, ConfigStore):
         if tasks:  # every task record acknowledged before the commit that makes them visible
             try:
                 await self.log.send_batch(tasks)
-            except (MessageSizeTooLargeError, RecordListTooLargeError) as exc:
+            except RecordTooLargeError as exc:  # MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, or max.request.size
                 raise TaskConfigsTooLargeError(self.topic, connector, max(len(k) + len(v) for k, v in tasks),
                                                exc) from exc
         await self._write([(COMMIT_PREFIX + connector, {"tasks": len(configs)})])

@@ -43,18 +43,15 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import for_code
-from aiokafka.structs import RecordMetadata
-
-from mirrorline.clients.kafka_clients import client_kwargs
-from mirrorline.clients.producer import RecordProducer
+from mirrorline.api.errors import KafkaError, TopicAlreadyExistsError
+from mirrorline.api.kafka import ConsumerRecord, NewTopic, TopicPartition
+from mirrorline.api.records import RecordMetadata
+from mirrorline.clients.admin import KafkaAdmin
+from mirrorline.clients.consumer import KafkaConsumer
+from mirrorline.clients.producer import KafkaProducer
 
 log = logging.getLogger(__name__)
 
-_TOPIC_ALREADY_EXISTS = 36
 _TOPIC_READY_TIMEOUT_S = 30.0
 _READ_TIMEOUT_S = 60.0
 
@@ -73,8 +70,8 @@ class KafkaBasedLog:
         self.partitions = partitions
         self.replication_factor = replication_factor
         self.topic_config = {**{k: str(v) for k, v in (topic_config or {}).items()}, "cleanup.policy": "compact"}
-        self._producer: RecordProducer | None = None
-        self._consumer: AIOKafkaConsumer | None = None
+        self._producer: KafkaProducer | None = None
+        self._consumer: KafkaConsumer | None = None
         self._tps: list[TopicPartition] = []
         self._positions: dict[TopicPartition, int] = {}
         self._progress = asyncio.Condition()
@@ -90,18 +87,16 @@ class KafkaBasedLog:
         """Create the topic if missing, read it to its end, then tail it in the background."""
         partitions = await self._ensure_topic()
         self._tps = [TopicPartition(self.topic, p) for p in partitions]
-        producer_kwargs, ignored = client_kwargs(self.client_props, "producer")
-        consumer_kwargs, _ = client_kwargs(self.client_props, "consumer")
-        if ignored:
-            log.debug("log %s: client settings without an aiokafka equivalent ignored: %s", self.topic, ignored)
-        producer_kwargs.update(acks="all", enable_idempotence=True)
-        producer_kwargs.pop("transactional_id", None)
-        consumer_kwargs.update(group_id=None, enable_auto_commit=False, auto_offset_reset="earliest")
+        props = {k: v for k, v in self.client_props.items() if k != "transactional.id"}
+        # the client layer's producer waits for partitions it does not know yet, and takes max.block.ms
+        self._producer = KafkaProducer.from_settings({**props, "acks": "all", "enable.idempotence": "true"})
+        if self._producer.ignored_settings:
+            log.debug("log %s: client settings without an equivalent in the client ignored: %s", self.topic,
+                      self._producer.ignored_settings)
+        consumer_props = {**props, "auto.offset.reset": "earliest"}
         if self.read_committed:  # end offsets are then the last stable offsets: open transactions are not waited for
-            consumer_kwargs["isolation_level"] = "read_committed"
-        # RecordProducer: waits for partitions it does not know yet, and takes max.block.ms
-        self._producer = RecordProducer(**producer_kwargs)
-        self._consumer = AIOKafkaConsumer(**consumer_kwargs)
+            consumer_props["isolation.level"] = "read_committed"
+        self._consumer = KafkaConsumer.from_settings(consumer_props)
         try:
             await self._producer.start()
             await self._consumer.start()
@@ -197,19 +192,17 @@ class KafkaBasedLog:
 
     async def _ensure_topic(self) -> list[int]:
         """Create the topic if missing; wait until its partitions have leaders; return their ids."""
-        admin_kwargs, _ = client_kwargs(self.client_props, "admin")
-        admin = AIOKafkaAdminClient(**admin_kwargs)
+        admin = KafkaAdmin.from_settings(self.client_props)
         await admin.start()
         try:
             response = await admin.create_topics([NewTopic(self.topic, self.partitions, self.replication_factor,
-                                                           topic_configs=self.topic_config)])
-            for topic_error in response.topic_errors:
-                code = topic_error[1]
-                if code == _TOPIC_ALREADY_EXISTS:
+                                                           self.topic_config)])
+            for error in response.values():
+                if isinstance(error, TopicAlreadyExistsError):
                     log.debug("log %s: topic exists", self.topic)
-                elif code:
-                    message = topic_error[2] if len(topic_error) > 2 else ""
-                    raise for_code(code)(f"creating topic {self.topic!r} failed: {message or 'no message'}")
+                elif error is not None:
+                    raise KafkaError(f"creating topic {self.topic!r} failed: {error}", code=error.code,
+                                     retriable=error.retriable) from error
                 else:
                     log.info("log %s: created topic (%d partitions, replication factor %d, compacted)",
                              self.topic, self.partitions, self.replication_factor)
@@ -219,31 +212,30 @@ class KafkaBasedLog:
         finally:
             await admin.close()
 
-    async def _wait_for_partitions(self, admin: AIOKafkaAdminClient) -> list[int]:
+    async def _wait_for_partitions(self, admin: KafkaAdmin) -> list[int]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + _TOPIC_READY_TIMEOUT_S
         while True:
             for entry in await admin.describe_topics([self.topic]):
-                if entry["topic"] == self.topic and entry["error_code"] == 0 and entry["partitions"] \
-                        and all(p["leader"] >= 0 for p in entry["partitions"]):
-                    return sorted(p["partition"] for p in entry["partitions"])
+                if entry.name == self.topic and entry.error is None and entry.partitions \
+                        and all(p.leader >= 0 for p in entry.partitions):
+                    return sorted(p.partition for p in entry.partitions)
             if loop.time() > deadline:
                 raise TimeoutError(f"topic {self.topic!r} has no leader for every partition "
                                    f"after {_TOPIC_READY_TIMEOUT_S:.0f}s")
             await asyncio.sleep(0.2)
 
-    async def _check_compacted(self, admin: AIOKafkaAdminClient) -> None:
+    async def _check_compacted(self, admin: KafkaAdmin) -> None:
         """Refuse a topic whose cleanup.policy is not exactly ``compact`` (as Connect does)."""
         try:
-            [response] = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, self.topic)])
-            [resource] = response.resources
+            described = await admin.describe_topic_configs([self.topic])
         except Exception as exc:  # noqa: BLE001 - e.g. not authorised to describe configs: Connect warns too
             log.warning("log %s: could not verify cleanup.policy (%r)", self.topic, exc)
             return
-        if resource[0]:
-            log.warning("log %s: could not verify cleanup.policy (error code %d)", self.topic, resource[0])
+        if self.topic not in described:  # the broker answered an error code for the topic
+            log.warning("log %s: could not verify cleanup.policy (the broker described no configs)", self.topic)
             return
-        policy = next((entry[1] for entry in resource[4] if entry[0] == "cleanup.policy"), None)
+        policy = next((entry.value for entry in described[self.topic] if entry.name == "cleanup.policy"), None)
         if policy is not None and {p.strip() for p in policy.split(",")} != {"compact"}:
             raise ValueError(f"topic {self.topic!r} must have cleanup.policy=compact to keep state safely, "
                              f"but has cleanup.policy={policy}")

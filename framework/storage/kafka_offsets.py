@@ -31,7 +31,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from aiokafka import ConsumerRecord
+from mirrorline.api.kafka import ConsumerRecord
 
 from mirrorline.storage.kafka_log import KafkaBasedLog, LogBackedStore, storage_settings
 from mirrorline.storage.offsets import Offset, OffsetStore, Partition, partition_key

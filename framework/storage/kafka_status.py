@@ -28,7 +28,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from aiokafka import ConsumerRecord
+from mirrorline.api.kafka import ConsumerRecord
 
 from mirrorline.storage.jobs import JOB_STATUS_PREFIX
 from mirrorline.storage.kafka_jobs import KafkaJobStatuses

@@ -8,9 +8,8 @@ The store is the in-memory one of :mod:`support.herder_fakes`, made to refuse ta
 
 from __future__ import annotations
 
-from aiokafka.errors import MessageSizeTooLargeError
-
 from mirrorline.api import SourceConnector, SourceTask
+from mirrorline.api.errors import RecordTooLargeError
 from mirrorline.plugins import full_name
 from mirrorline.storage.kafka_configs import TaskConfigsTooLargeError
 from mirrorline.storage.status import State
@@ -38,7 +37,7 @@ class SmallConfigTopic(InMemoryConfigStore):
 
     async def put_task_configs(self, connector, configs):
         raise TaskConfigsTooLargeError("connect-configs", connector, 2_000_000,
-                                       MessageSizeTooLargeError("The request included a message larger than the max"))
+                                       RecordTooLargeError("The request included a message larger than the max", code=10))
 
 
 async def test_task_configs_over_the_config_topic_limit_fail_the_connector_naming_the_setting(monkeypatch):
