@@ -26,8 +26,9 @@ class UserError(Exception):
 def user_error_types() -> tuple[type[BaseException], ...]:
     """Exception types the CLI reports as one line (imported lazily to keep start-up fast).
 
-    Ours (UserError, LocalKafkaError, ConnectError and so ConfigError), aiokafka's KafkaError
-    (a broker that is down or refuses), and OSError (a taken port, an unreachable host, a file).
+    Ours (UserError, LocalKafkaError, ConnectError and so ConfigError and the Kafka clients'
+    KafkaError), the Kafka client library's own errors (a plugin command using it directly: a
+    broker that is down or refuses), and OSError (a taken port, an unreachable host, a file).
     """
     from mirrorline.localkafka.errors import LocalKafkaError
 
@@ -38,8 +39,8 @@ def user_error_types() -> tuple[type[BaseException], ...]:
     except ImportError:
         pass
     try:
-        from aiokafka.errors import KafkaError
-        types.append(KafkaError)
+        from mirrorline.clients.errors import LIBRARY_ERRORS
+        types.extend(LIBRARY_ERRORS)
     except ImportError:
         pass
     return tuple(types)

@@ -298,23 +298,18 @@ def _run_coroutine_blocking(coro):
     return result.get("value")
 
 
-async def _broker_answers(bootstrap: str, sasl: tuple[str, str] | None = None,
-                          client: dict | None = None) -> bool:
+async def _broker_answers(props: dict[str, str]) -> bool:
     """True once the broker serves metadata listing itself (registered with the controller).
 
-    ``sasl``: ``(user, password)`` to authenticate with SASL_PLAINTEXT/PLAIN; ``client``: aiokafka
-    security arguments instead (TLS clusters).
+    ``props``: Java-style client settings reaching the cluster (:meth:`ClusterSpec.client_properties`:
+    SASL as its admin user, TLS trusting its CA).
     """
-    from aiokafka.admin import AIOKafkaAdminClient
+    from mirrorline.clients.admin import KafkaAdmin
 
-    auth = {} if sasl is None else {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
-                                    "sasl_plain_username": sasl[0], "sasl_plain_password": sasl[1]}
-    auth.update(client or {})
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=3000, **auth)
+    admin = KafkaAdmin.from_settings({**props, "request.timeout.ms": 3000})
     try:
         await admin.start()
-        cluster = await admin.describe_cluster()
-        return bool(cluster.get("brokers"))
+        return bool((await admin.describe_cluster()).brokers)
     except Exception:
         return False
     finally:
@@ -447,20 +442,10 @@ class LocalCluster:
         return [arg for user, password in users.items() for mechanism in SCRAM_MECHANISMS
                 for arg in ("--add-scram", f"{mechanism}=[name={_scram_quote(user)},password={_scram_quote(password)}]")]
 
-    def _probe_arguments(self) -> tuple[tuple[str, str] | None, dict | None]:
-        """What :func:`_broker_answers` needs to authenticate: SASL credentials, or client kwargs (TLS)."""
-        if self.spec.tls:
-            from mirrorline.clients.kafka_clients import client_kwargs
-
-            kwargs, _ = client_kwargs(self.spec.client_properties(), "admin")
-            kwargs.pop("bootstrap_servers")
-            return None, kwargs
-        return (self.spec.sasl_admin_credentials() if self.spec.sasl_users else None), None
-
     def wait_ready(self, timeout: float = 90.0, proc: subprocess.Popen | None = None) -> None:
         """Block until the broker answers a metadata request, or raise LocalKafkaError."""
         deadline = time.monotonic() + timeout
-        sasl, client = self._probe_arguments()
+        props = self.spec.client_properties()
         while time.monotonic() < deadline:
             if proc is not None and proc.poll() is not None:
                 raise LocalKafkaError(
@@ -468,7 +453,7 @@ class LocalCluster:
                     f"{self._last_error_line()} (full log: {self.log_file})"
                 )
             if not port_is_free(self.spec.port) and _run_coroutine_blocking(
-                    _broker_answers(self.spec.bootstrap_servers, sasl, client)):
+                    _broker_answers(props)):
                 return
             time.sleep(0.25)
         raise LocalKafkaError(
