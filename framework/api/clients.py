@@ -418,35 +418,3 @@ class KafkaClients(ABC):
         process-wide: not for use while workers run. The default silences nothing.
         """
         return contextlib.nullcontext()
-
-    # -- the aiokafka-shaped surface, on its way out (issue 26): connectors move to the factories above --
-
-    @abstractmethod
-    def client_kwargs(self, props: Mapping[str, Any], role: str) -> tuple[dict[str, Any], list[str]]:
-        """``(kwargs, ignored keys)`` for an aiokafka client of ``role`` (producer, consumer or admin)."""
-
-    @abstractmethod
-    def record_producer(self, **kwargs: Any) -> Any:
-        """An unstarted aiokafka producer (``kwargs`` as from :meth:`client_kwargs`) for copying records."""
-
-    @abstractmethod
-    async def describe_consumer_group_state(self, admin: Any, group: str) -> str:
-        """The state of ``group`` (``admin``: a started aiokafka admin client)."""
-
-    @abstractmethod
-    async def alter_consumer_group_offsets(self, admin: Any, group: str,
-                                           offsets: Mapping[Any, int | tuple[int, str]]) -> None:
-        """Set committed offsets of ``group`` (``admin``: a started aiokafka admin client)."""
-
-    @abstractmethod
-    async def incremental_alter_configs(self, admin: Any, topic: str, set_configs: Mapping[str, str],
-                                        delete_configs: Iterable[str] = ()) -> None:
-        """Set and/or delete configs of ``topic`` (``admin``: a started aiokafka admin client)."""
-
-    @abstractmethod
-    async def describe_acls(self, admin: Any, acl_filter: AclFilter = AclFilter()) -> list[AclBinding]:
-        """The ACLs ``acl_filter`` matches (``admin``: a started aiokafka admin client)."""
-
-    @abstractmethod
-    async def create_acls(self, admin: Any, bindings: Iterable[AclBinding]) -> list[tuple[AclBinding, Exception]]:
-        """Create ``bindings`` (``admin``: a started aiokafka admin client)."""

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from mirrorline.api.clients import AclBinding, AclFilter, BatchFetch, KafkaClients
-from mirrorline.clients import kafka_admin, kafka_clients
+from mirrorline.api.clients import BatchFetch, KafkaClients
+from mirrorline.clients import kafka_clients
 from mirrorline.clients.admin import KafkaAdmin
 from mirrorline.clients.consumer import KafkaConsumer
-from mirrorline.clients.producer import KafkaProducer, RecordProducer
+from mirrorline.clients.producer import KafkaProducer
 
 
 class AioKafkaClients(KafkaClients):
@@ -45,31 +45,8 @@ class AioKafkaClients(KafkaClients):
         finally:
             logger.setLevel(previous)
 
-    def client_kwargs(self, props: Mapping[str, Any], role: str) -> tuple[dict[str, Any], list[str]]:
-        return kafka_clients.client_kwargs(props, role)
-
-    def record_producer(self, **kwargs: Any) -> RecordProducer:
-        return RecordProducer(**kwargs)
-
     async def security_problem(self, props: Mapping[str, Any], timeout_s: float = 10.0) -> str | None:
         return await kafka_clients.security_problem(props, timeout_s)
-
-    async def describe_consumer_group_state(self, admin: Any, group: str) -> str:
-        return await kafka_admin.describe_consumer_group_state(admin, group)
-
-    async def alter_consumer_group_offsets(self, admin: Any, group: str,
-                                           offsets: Mapping[Any, int | tuple[int, str]]) -> None:
-        await kafka_admin.alter_consumer_group_offsets(admin, group, offsets)
-
-    async def incremental_alter_configs(self, admin: Any, topic: str, set_configs: Mapping[str, str],
-                                        delete_configs: Iterable[str] = ()) -> None:
-        await kafka_admin.incremental_alter_configs(admin, topic, set_configs, delete_configs)
-
-    async def describe_acls(self, admin: Any, acl_filter: AclFilter = AclFilter()) -> list[AclBinding]:
-        return await kafka_admin.describe_acls(admin, acl_filter)
-
-    async def create_acls(self, admin: Any, bindings: Iterable[AclBinding]) -> list[tuple[AclBinding, Exception]]:
-        return await kafka_admin.create_acls(admin, bindings)
 
 
 #: The instance the runtime hands to plugins (the class holds no state).

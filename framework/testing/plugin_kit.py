@@ -27,7 +27,7 @@ from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mirrorline.api.clients import AclBinding, AclFilter, Admin, BatchFetch, Consumer, KafkaClients, Producer
+from mirrorline.api.clients import Admin, BatchFetch, Consumer, KafkaClients, Producer
 from mirrorline.api.context import ConnectorContext, OffsetReader, SourceTaskContext
 from mirrorline.api.errors import ConnectError
 from mirrorline.api.records import ConnectorTaskId, RecordMetadata, SinkRecord, SourceRecord
@@ -48,7 +48,7 @@ __all__ = [
 class FakeKafkaClients(KafkaClients):
     """Kafka clients with no broker: settings translate as in a worker; every request raises ConnectError.
 
-    Override the methods a test needs to answer (e.g. ``describe_acls``).
+    Override the methods a test needs to answer (e.g. ``admin`` returning a fake :class:`Admin`).
     """
 
     def _no_broker(self, what: str) -> ConnectError:
@@ -68,31 +68,8 @@ class FakeKafkaClients(KafkaClients):
         client_kwargs(props, "producer")
         raise self._no_broker("producer")
 
-    def client_kwargs(self, props: Mapping[str, Any], role: str) -> tuple[dict[str, Any], list[str]]:
-        return client_kwargs(props, role)
-
-    def record_producer(self, **kwargs: Any) -> Any:
-        raise self._no_broker("record_producer")
-
     async def security_problem(self, props: Mapping[str, Any], timeout_s: float = 10.0) -> str | None:
         return None
-
-    async def describe_consumer_group_state(self, admin: Any, group: str) -> str:
-        raise self._no_broker("describe_consumer_group_state")
-
-    async def alter_consumer_group_offsets(self, admin: Any, group: str,
-                                           offsets: Mapping[Any, int | tuple[int, str]]) -> None:
-        raise self._no_broker("alter_consumer_group_offsets")
-
-    async def incremental_alter_configs(self, admin: Any, topic: str, set_configs: Mapping[str, str],
-                                        delete_configs: Iterable[str] = ()) -> None:
-        raise self._no_broker("incremental_alter_configs")
-
-    async def describe_acls(self, admin: Any, acl_filter: AclFilter = AclFilter()) -> list[AclBinding]:
-        raise self._no_broker("describe_acls")
-
-    async def create_acls(self, admin: Any, bindings: Iterable[AclBinding]) -> list[tuple[AclBinding, Exception]]:
-        raise self._no_broker("create_acls")
 
 
 class FakeOffsetReader(OffsetReader):
