@@ -2,7 +2,7 @@
 
 ``mirrorline.api`` is the contract with plugin authors, ``mirrorline.testing`` their test kit;
 ``mirrorline.connectors`` holds the built-in connectors, registered as any plugin is. Importing
-mirrorline changes nothing in other libraries: the one patch of aiokafka
+mirrorline changes nothing in other libraries: the one process-wide patch of aiokafka
 (:mod:`mirrorline.clients.no_auto_create`) is installed by the command line at start and by
 :func:`mirrorline.clients.kafka_clients.client_kwargs` before any client is configured.
 """
