@@ -174,3 +174,8 @@ class GroupNotEmptyError(KafkaError):
     def __init__(self, group: str, message: str, *, code: int | None = None):
         super().__init__(message, code=code)
         self.group = group
+
+    @property
+    def error_code(self) -> int | None:
+        """The broker's code, as :attr:`code` (this error's name for it before the client wall)."""
+        return self.code
