@@ -398,9 +398,12 @@ async def _final_checkpoint(bootstrap: str, group: str, remote_topic: str, posit
 
 async def _consumed_all(bootstrap: str, group: str, topic: str, total: int) -> bool:
     ends = await end_offsets(bootstrap, topic)
+    committed = {tp.partition: o for tp, o in (await group_offsets(bootstrap, group)).items() if tp.topic == topic}
+    # printed (shown when the test fails): which side is behind, the mirror or the app
+    print(f"on B: {sum(ends.values())} of {total} words copied, ends {dict(sorted(ends.items()))}, "
+          f"app committed {dict(sorted(committed.items()))}")
     if sum(ends.values()) < total:
         return False  # the mirror has not copied every word yet
-    committed = {tp.partition: o for tp, o in (await group_offsets(bootstrap, group)).items() if tp.topic == topic}
     return all(committed.get(p, -1) >= end for p, end in ends.items())
 
 
