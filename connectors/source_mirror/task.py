@@ -20,8 +20,8 @@ once the new topic holds more records than the old position, that position is va
 fetching there would silently skip the new topic's head (MM2's consumer does, and resets only on
 OFFSET_OUT_OF_RANGE). The task learns each topic's ID at start; when the consumer reports a sign
 that a topic may have changed (a fetch error for its partitions, a partition fetched again after
-a pause, OFFSET_OUT_OF_RANGE) it asks the broker that reported it before handing out that topic's
-records, and every :data:`TOPIC_ID_CHECK_INTERVAL_S` it asks about all its topics. A new ID is
+a pause) it asks the broker that reported it before handing out that topic's next records (on
+OFFSET_OUT_OF_RANGE at once, before the log bounds), and every :data:`TOPIC_ID_CHECK_INTERVAL_S` it asks about all its topics. A new ID is
 reported as "offsets went backwards" and mirroring restarts from the new log's start; a topic
 gone from the cluster is held (its partitions paused, positions kept) until it is back.
 """
@@ -169,11 +169,16 @@ class MirrorSourceTask(SourceTask):
         self._principal = self.consumer.principal  # named in read errors
         await self.consumer.start()
         self._pending = PendingRecords(self.consumer, read_committed=self.consumer.read_committed)
-        self._topics = sorted({tp.topic for tp in self.partitions})
+        self._by_topic: dict[str, list[TopicPartition]] = {}
+        for tp in self.partitions:
+            self._by_topic.setdefault(tp.topic, []).append(tp)
+        self._topics = sorted(self._by_topic)
         self._identities = TopicIdentities()
         #: topics held until their ID can be read: topic -> {partition: position to resume at}
         self._held: dict[str, dict[TopicPartition, int | None]] = {}
         self._held_retry_at = 0.0
+        #: topics with a change sign whose ID is checked before their next records are handed out
+        self._suspects: set[str] = set()
         self._next_id_check = time.monotonic() + TOPIC_ID_CHECK_INTERVAL_S
         try:
             await self._learn_topic_ids()
@@ -349,7 +354,8 @@ class MirrorSourceTask(SourceTask):
             # records of other partitions are not lost: getmany returns them first and raises on the next call
             positions = dict(error.partitions)
             # the topic ID first: once the re-created topic has grown, its log bounds alone would say "OK"
-            topics = self.consumer.topic_change_signs() | {tp.topic for tp in positions}
+            self._suspects.update(self.consumer.topic_change_signs())
+            topics = {tp.topic for tp in positions}
             settled = await self._verify_topics(topics, {}, hold=topics, known=positions)
             await self._check_positions({tp: offset for tp, offset in positions.items() if tp.topic not in settled},
                                         at_start=False)
@@ -365,8 +371,10 @@ class MirrorSourceTask(SourceTask):
             raise SourceReadError(read_error_message(error, positions, source_alias=self.source_alias,
                                                      principal=self._principal), positions) from error
         signs = self.consumer.topic_change_signs()
-        if signs or self._held or time.monotonic() >= self._next_id_check:
-            batch = await self._check_topics(batch, signs)
+        if signs:
+            self._suspects.update(signs)
+        if self._suspects or self._held or time.monotonic() >= self._next_id_check:
+            batch = await self._check_topics(batch)
         now = time.time() * 1000
         records: list = []
         batches_by_partition: list[list[MirrorBatch]] = []
@@ -396,10 +404,16 @@ class MirrorSourceTask(SourceTask):
                 self._metrics[tp].lag_records.set(lag)
         return records
 
-    async def _check_topics(self, batch: dict, signs: set[str]) -> dict:
-        """Check the IDs of the topics with a change sign (and the held ones, and on the timer all):
-        ``batch`` without the records of topics re-created or held."""
-        topics = set(signs)
+    async def _check_topics(self, batch: dict) -> dict:
+        """Check the IDs of the suspect topics ``batch`` has records of (and the held ones, and on the
+        timer all): ``batch`` without the records of topics re-created or held.
+
+        A suspect topic (one with a change sign) is checked only once records of it are about to be
+        handed out: records are the only thing a wrong position can skip, and a topic without any
+        costs no request (a pause of the whole task makes every topic suspect at once)."""
+        suspects = self._suspects
+        topics = {tp.topic for tp in batch if tp.topic in suspects} if suspects else set()
+        signed = set(topics)
         clock = time.monotonic()
         if self._held and clock >= self._held_retry_at:
             topics.update(self._held)
@@ -408,7 +422,7 @@ class MirrorSourceTask(SourceTask):
             topics.update(self._topics)
         if not topics:
             return batch
-        settled = await self._verify_topics(topics, batch, hold=signs | self._held.keys())
+        settled = await self._verify_topics(topics, batch, hold=signed | self._held.keys())
         if self._held:
             self._held_retry_at = time.monotonic() + HELD_RETRY_S
         if settled:
@@ -424,7 +438,7 @@ class MirrorSourceTask(SourceTask):
         kept at the first record not handed out). A topic whose ID cannot be read is held if it is in
         ``hold`` (it showed a sign); ``known``: positions to use instead of the consumer's.
         """
-        topics &= set(self._topics)
+        topics = {topic for topic in topics if topic in self._by_topic}
         if not topics:
             return set()
         try:
@@ -435,6 +449,7 @@ class MirrorSourceTask(SourceTask):
             verdicts = {topic: TopicVerdict.MISSING for topic in topics & hold}
         else:
             verdicts = self._identities.judge(topics, ids)
+            self._suspects.difference_update(topics)
         settled: set[str] = set()
         for topic, verdict in verdicts.items():
             if verdict is TopicVerdict.RECREATED:
@@ -455,9 +470,7 @@ class MirrorSourceTask(SourceTask):
     def _positions_in(self, topic: str, batch: dict, known: dict | None) -> dict[TopicPartition, int | None]:
         """Where each assigned partition of ``topic`` stands, counting records in ``batch`` as not handed out."""
         positions: dict[TopicPartition, int | None] = {}
-        for tp in self.partitions:
-            if tp.topic != topic:
-                continue
+        for tp in self._by_topic.get(topic, ()):
             items = batch.get(tp)
             if known and tp in known and known[tp] is not None:
                 positions[tp] = known[tp]

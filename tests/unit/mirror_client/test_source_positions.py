@@ -478,3 +478,22 @@ async def test_no_topic_ids_keeps_todays_behaviour(monkeypatch):
     consumer.script = [{tp0: [record(topic, 0, 10)]}]
     assert [r.source_offset for r in await task.poll()] == [{"offset": 10}]
     assert consumer.seeks == [] and consumer.paused == set() and context.warnings == {}
+
+
+async def test_a_sign_is_checked_only_when_records_of_the_topic_come(monkeypatch):
+    """A pause makes every topic suspect; only topics whose records are about to be handed out cost a request."""
+    topic = "unit-recreated-lazy"
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    task, consumer, context = await recreated_task(monkeypatch, topic)
+    consumer.signs = {topic}
+    consumer.script = [{}, {}]
+    assert await task.poll() == [] and await task.poll() == []
+    assert consumer.id_requests == []
+    consumer.ids = {topic: "new"}
+    consumer.bounds = {tp0: (0, 10), tp1: (0, 10)}
+    consumer.script = [{tp1: [record(topic, 1, 10)]}]
+    assert await task.poll() == []
+    assert consumer.id_requests == [{topic}]
+    assert sorted(consumer.seeks) == [(tp0, 0), (tp1, 0)]
+    consumer.script = [{tp1: [record(topic, 1, 0)]}]
+    assert len(await task.poll()) == 1 and consumer.id_requests == [{topic}]
