@@ -12,6 +12,11 @@ things:
 
 MM2 resets silently in both cases (its consumer's ``auto.offset.reset``); the task reports
 them and resumes from the log start.
+
+A re-created topic can also hold more records than the old position by the time the task reads
+it: the position is then inside the new log and the offsets say nothing. The topic ID does
+(:mod:`.topic_identity`): a position in a topic whose ID changed is treated as "offsets went
+backwards" wherever it falls (``check_position(..., recreated=True)``).
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ class PositionCheck:
     position: int
     log_start: int
     log_end: int
+    #: (old topic ID, new topic ID) when the topic was found re-created by its ID, else None
+    recreated: tuple[str | None, str] | None = None
 
     @property
     def lost_records(self) -> int:
@@ -48,18 +55,21 @@ class PositionCheck:
         return self.position if self.state is PositionState.OK else self.log_start
 
 
-def check_position(position: int, log_start: int, log_end: int) -> PositionCheck:
-    """Classify ``position`` against a partition whose records are ``[log_start, log_end)``.
+def check_position(position: int, log_start: int, log_end: int,
+                   recreated: tuple[str | None, str] | None = None) -> PositionCheck:
+    """Classify ``position`` against a partition whose records are ``[log_start, log_end)``;
+    ``recreated``: ``(old topic ID, new topic ID)`` when the position was taken in an older topic
+    of the same name.
 
     >>> check_position(100, 150, 200).lost_records
     50
     >>> check_position(100, 0, 30).state.value
     'offsets-went-backwards'
     """
-    if position > log_end:
+    if recreated or position > log_end:
         state = PositionState.OFFSETS_WENT_BACKWARDS
     elif position < log_start:
         state = PositionState.LOST_TO_RETENTION
     else:
         state = PositionState.OK
-    return PositionCheck(state, position, log_start, log_end)
+    return PositionCheck(state, position, log_start, log_end, recreated)

@@ -13,6 +13,17 @@ source topic deleted and re-created, are logged as warnings, counted in metrics 
 the task's status, and mirroring resumes from the log start. The consumer therefore runs with
 ``auto.offset.reset=none``; the user's setting only decides where partitions without a stored
 offset start, and a user-set ``none`` still fails the task on any out-of-range position.
+
+Beyond MM2 too, a re-created source topic is recognised by its topic ID (KIP-516,
+:mod:`mirrorline.connectors.source_mirror.topic_identity`), not only by an out-of-range position:
+once the new topic holds more records than the old position, that position is valid in it and
+fetching there would silently skip the new topic's head (MM2's consumer does, and resets only on
+OFFSET_OUT_OF_RANGE). The task learns each topic's ID at start; when the consumer reports a sign
+that a topic may have changed (a fetch error for its partitions, a partition fetched again after
+a pause) it asks the broker that reported it before handing out that topic's next records (on
+OFFSET_OUT_OF_RANGE at once, before the log bounds), and every :data:`TOPIC_ID_CHECK_INTERVAL_S` it asks about all its topics. A new ID is
+reported as "offsets went backwards" and mirroring restarts from the new log's start; a topic
+gone from the cluster is held (its partitions paused, positions kept) until it is back.
 """
 
 from __future__ import annotations
@@ -48,6 +59,7 @@ from mirrorline.connectors.source_mirror.offset_syncs import OffsetSyncWriter
 from mirrorline.connectors.source_mirror.partition_metrics import partition_metrics
 from mirrorline.connectors.source_mirror.pending import PendingRecords
 from mirrorline.connectors.source_mirror.positions import PositionCheck, PositionState, check_position
+from mirrorline.connectors.source_mirror.topic_identity import TopicIdentities, TopicVerdict
 from mirrorline.connectors.source_mirror.topics import parse_assigned
 
 log = logging.getLogger(__name__)
@@ -65,6 +77,14 @@ IDLE_FETCH_WAIT_MS = 5000
 POSITION_WAIT_S = 2.0
 #: How long stop() waits for the last offset syncs to be acknowledged (the runtime bounds stop() too).
 SYNC_FLUSH_TIMEOUT_S = 3.0
+#: How long a poll waits for the topic IDs it asks about before holding the topics concerned.
+TOPIC_ID_TIMEOUT_S = 5.0
+#: How often every assigned topic's ID is checked without any sign of change (one Metadata request):
+#: the last resort for a re-creation no fetch noticed; found that late, the new records already
+#: handed out from the old position are copied again (duplicates, never a loss).
+TOPIC_ID_CHECK_INTERVAL_S = 30.0
+#: How often the ID of a held topic (missing from the cluster, or not answered) is asked again.
+HELD_RETRY_S = 0.5
 
 
 def interleave(per_partition: list[list]) -> list:
@@ -149,7 +169,19 @@ class MirrorSourceTask(SourceTask):
         self._principal = self.consumer.principal  # named in read errors
         await self.consumer.start()
         self._pending = PendingRecords(self.consumer, read_committed=self.consumer.read_committed)
+        self._by_topic: dict[str, list[TopicPartition]] = {}
+        for tp in self.partitions:
+            self._by_topic.setdefault(tp.topic, []).append(tp)
+        self._topics = sorted(self._by_topic)
+        self._identities = TopicIdentities()
+        #: topics held until their ID can be read: topic -> {partition: position to resume at}
+        self._held: dict[str, dict[TopicPartition, int | None]] = {}
+        self._held_retry_at = 0.0
+        #: topics with a change sign whose ID is checked before their next records are handed out
+        self._suspects: set[str] = set()
+        self._next_id_check = time.monotonic() + TOPIC_ID_CHECK_INTERVAL_S
         try:
+            await self._learn_topic_ids()
             await self._seek_start_positions()
         except BaseException:
             await self.consumer.stop()  # the runtime does not call stop() after a failed start()
@@ -185,6 +217,22 @@ class MirrorSourceTask(SourceTask):
         if not getattr(self.context, "accepts_batches", False):
             return "the connector has transforms or converters, which need decoded records"
         return None
+
+    async def _learn_topic_ids(self) -> None:
+        """The IDs the assigned topics have now: what later checks compare with (a topic missing now is
+        learnt when it appears)."""
+        if not self._topics:
+            return
+        try:
+            ids = await asyncio.wait_for(self.consumer.topic_ids(self._topics), TOPIC_ID_TIMEOUT_S)
+        except (KafkaError, asyncio.TimeoutError) as exc:
+            log.info("Task %s: could not read the topic IDs of its topics (%r); they are learnt at the next check",
+                     self.context.task_id, exc)
+            return
+        if ids is None:
+            log.info("Task %s: the source cluster gives no topic IDs (brokers before Kafka 3.1): a re-created "
+                     "source topic is noticed only when a position falls beyond its log end", self.context.task_id)
+        self._identities.judge(self._topics, ids)
 
     async def _seek_start_positions(self) -> None:
         """Seek to the stored offsets (+1), check them against the logs, position the other partitions."""
@@ -256,6 +304,19 @@ class MirrorSourceTask(SourceTask):
                 f"before they were mirrored (last gap: offsets [{check.position}, {check.log_start})); "
                 f"mirroring continues from offset {check.log_start}",
                 key=f"{check.state.value}:{tp.topic}-{tp.partition}")
+        elif check.recreated is not None:
+            old_id, new_id = check.recreated
+            log.warning("Source offsets went backwards: source topic %s partition %d was deleted and re-created "
+                        "(topic ID %s, was %s); the task's position %d was in the old topic. Mirroring restarts "
+                        "from offset %d of the new log (which ends at %d now); %s partition %d on %s keeps the "
+                        "old records, followed by the new ones.",
+                        tp.topic, tp.partition, new_id, old_id, check.position, check.log_start, check.log_end,
+                        remote, tp.partition, self.target_alias)
+            self.context.report_warning(
+                f"Source topic {tp.topic} partition {tp.partition}: offsets went backwards (topic deleted and "
+                f"re-created: topic ID {new_id}, was {old_id}; position {check.position}). Mirroring restarted "
+                f"from offset {check.log_start}",
+                key=f"{check.state.value}:{tp.topic}-{tp.partition}")
         else:
             log.warning("Source offsets went backwards: source topic %s partition %d ends at offset %d but the "
                         "task's position is %d; the topic was deleted and re-created (or its log truncated). "
@@ -291,7 +352,13 @@ class MirrorSourceTask(SourceTask):
             batch = await self.consumer.getmany(timeout_ms=self.poll_timeout_ms)
         except OffsetOutOfRangeError as error:
             # records of other partitions are not lost: getmany returns them first and raises on the next call
-            await self._check_positions(dict(error.partitions), at_start=False)
+            positions = dict(error.partitions)
+            # the topic ID first: once the re-created topic has grown, its log bounds alone would say "OK"
+            self._suspects.update(self.consumer.topic_change_signs())
+            topics = {tp.topic for tp in positions}
+            settled = await self._verify_topics(topics, {}, hold=topics, known=positions)
+            await self._check_positions({tp: offset for tp, offset in positions.items() if tp.topic not in settled},
+                                        at_start=False)
             return []
         except KafkaError as error:
             if error.retriable:
@@ -303,6 +370,11 @@ class MirrorSourceTask(SourceTask):
             # says where the task stood and what to do
             raise SourceReadError(read_error_message(error, positions, source_alias=self.source_alias,
                                                      principal=self._principal), positions) from error
+        signs = self.consumer.topic_change_signs()
+        if signs:
+            self._suspects.update(signs)
+        if self._suspects or self._held or time.monotonic() >= self._next_id_check:
+            batch = await self._check_topics(batch)
         now = time.time() * 1000
         records: list = []
         batches_by_partition: list[list[MirrorBatch]] = []
@@ -331,6 +403,127 @@ class MirrorSourceTask(SourceTask):
             if lag is not None:
                 self._metrics[tp].lag_records.set(lag)
         return records
+
+    async def _check_topics(self, batch: dict) -> dict:
+        """Check the IDs of the suspect topics ``batch`` has records of (and the held ones, and on the
+        timer all): ``batch`` without the records of topics re-created or held.
+
+        A suspect topic (one with a change sign) is checked only once records of it are about to be
+        handed out: records are the only thing a wrong position can skip, and a topic without any
+        costs no request (a pause of the whole task makes every topic suspect at once)."""
+        suspects = self._suspects
+        topics = {tp.topic for tp in batch if tp.topic in suspects} if suspects else set()
+        signed = set(topics)
+        clock = time.monotonic()
+        if self._held and clock >= self._held_retry_at:
+            topics.update(self._held)
+        if clock >= self._next_id_check:
+            self._next_id_check = clock + TOPIC_ID_CHECK_INTERVAL_S
+            topics.update(self._topics)
+        if not topics:
+            return batch
+        settled = await self._verify_topics(topics, batch, hold=signed | self._held.keys())
+        if self._held:
+            self._held_retry_at = time.monotonic() + HELD_RETRY_S
+        if settled:
+            batch = {tp: items for tp, items in batch.items() if tp.topic not in settled}
+        return batch
+
+    async def _verify_topics(self, topics: set[str], batch: dict, hold: set[str],
+                             known: dict[TopicPartition, int | None] | None = None) -> set[str]:
+        """Compare the IDs of ``topics`` with those learnt; act on each verdict (module docstring).
+
+        Returns the topics whose records in ``batch`` must not be handed out: re-created ones (their
+        partitions now restart from the new log's start) and held ones (partitions paused, positions
+        kept at the first record not handed out). A topic whose ID cannot be read is held if it is in
+        ``hold`` (it showed a sign); ``known``: positions to use instead of the consumer's.
+        """
+        topics = {topic for topic in topics if topic in self._by_topic}
+        if not topics:
+            return set()
+        try:
+            ids = await asyncio.wait_for(self.consumer.topic_ids(topics), TOPIC_ID_TIMEOUT_S)
+        except (KafkaError, asyncio.TimeoutError) as exc:
+            log.info("Task %s: could not read the topic IDs of %s (%r); checking again", self.context.task_id,
+                     sorted(topics), exc)
+            verdicts = {topic: TopicVerdict.MISSING for topic in topics & hold}
+        else:
+            verdicts = self._identities.judge(topics, ids)
+            self._suspects.difference_update(topics)
+        settled: set[str] = set()
+        for topic, verdict in verdicts.items():
+            if verdict is TopicVerdict.RECREATED:
+                settled.add(topic)
+                positions = self._held.get(topic) or self._positions_in(topic, batch, known)
+                if await self._restart_topic(topic, positions, ids[topic]):
+                    self._release(topic, seek=False)
+                else:
+                    self._hold(topic, positions)
+            elif verdict is TopicVerdict.MISSING:
+                if topic in hold or topic in self._held:
+                    settled.add(topic)
+                    self._hold(topic, self._held.get(topic) or self._positions_in(topic, batch, known))
+            elif topic in self._held:  # back, unchanged (or IDs unknown): carry on where it stood
+                self._release(topic, seek=True)
+        return settled
+
+    def _positions_in(self, topic: str, batch: dict, known: dict | None) -> dict[TopicPartition, int | None]:
+        """Where each assigned partition of ``topic`` stands, counting records in ``batch`` as not handed out."""
+        positions: dict[TopicPartition, int | None] = {}
+        for tp in self._by_topic.get(topic, ()):
+            items = batch.get(tp)
+            if known and tp in known and known[tp] is not None:
+                positions[tp] = known[tp]
+            elif items:
+                first = items[0]
+                positions[tp] = first.source_offsets[0] if type(first) is FetchedBatch else first.offset
+            else:
+                positions[tp] = self.consumer.fetch_position(tp)
+        return positions
+
+    def _hold(self, topic: str, positions: dict[TopicPartition, int | None]) -> None:
+        """Pause ``topic``'s partitions at ``positions`` until its ID can be read."""
+        if topic not in self._held:
+            log.info("Task %s: source topic %s may have changed (deleted, or its ID not readable); its %d "
+                     "partition(s) wait at %s until its topic ID is known", self.context.task_id, topic,
+                     len(positions), {tp.partition: p for tp, p in positions.items()})
+            self.consumer.pause(*positions)
+        for tp, position in positions.items():
+            if position is not None:
+                self.consumer.seek(tp, position)  # drops what was fetched beyond it
+        self._held[topic] = positions
+
+    def _release(self, topic: str, seek: bool) -> None:
+        """Resume a held topic's partitions (at their held positions when ``seek``)."""
+        positions = self._held.pop(topic, None)
+        if positions is None:
+            return
+        if seek:
+            for tp, position in positions.items():
+                if position is not None:
+                    self.consumer.seek(tp, position)
+        self.consumer.resume(*positions)
+        log.info("Task %s: source topic %s resumed", self.context.task_id, topic)
+
+    async def _restart_topic(self, topic: str, positions: dict[TopicPartition, int | None], new_id: str) -> bool:
+        """``topic`` was re-created: report each partition and move it to the new log's start. False when
+        the log bounds could not be read (the topic stays held; the next check tries again)."""
+        moved = [tp for tp, position in positions.items() if position is not None]
+        old_id = self._identities.known.get(topic)
+        if moved:
+            try:
+                starts, ends = await asyncio.wait_for(asyncio.gather(
+                    self.consumer.beginning_offsets(moved), self.consumer.end_offsets(moved)), LOG_BOUNDS_TIMEOUT_S)
+            except (KafkaError, asyncio.TimeoutError) as exc:
+                log.info("Task %s: source topic %s was re-created but the log bounds of %s could not be read (%r); "
+                         "trying again", self.context.task_id, topic, moved, exc)
+                return False
+            for tp in moved:
+                if tp in starts and tp in ends:
+                    self._apply(tp, check_position(positions[tp], starts[tp], ends[tp], recreated=(old_id, new_id)),
+                                at_start=False)
+        self._identities.accept(topic, new_id)
+        return True
 
     def _add_batches(self, tp: TopicPartition, batches: list[FetchedBatch], metric,
                      now: float) -> list[MirrorBatch]:

@@ -311,6 +311,27 @@ class Consumer(_Client):
     async def topics(self) -> set[str]:
         """Every topic's name (Java's ``listTopics``), from the cluster's metadata."""
 
+    def topic_change_signs(self) -> set[str]:
+        """Topics whose partitions a fetch was answered with an error that can mean the topic was
+        deleted or re-created (unknown topic, not the leader, a leader epoch error, offset out of
+        range...) since the last call; cleared by the call. Cheap when there is none (call it
+        after every ``getmany``). The consumer still handles the error itself as it always did.
+
+        The default (a consumer that does not watch its fetches) never reports one.
+        """
+        return set()
+
+    async def topic_ids(self, topics: Iterable[str]) -> dict[str, str] | None:
+        """Each topic's ID (KIP-516, as Kafka prints it): a topic deleted and created again under
+        the same name has a new one. A topic reported by :meth:`topic_change_signs` is asked of the
+        broker whose fetch answer reported it (it has seen the change, so it cannot answer the
+        old ID); the others of any broker. Topics the cluster does not know are left out.
+
+        None when the cluster or the client cannot tell topic IDs (brokers before Kafka 3.1; the
+        default). Raises :class:`~mirrorline.api.errors.KafkaError` when the brokers cannot be asked.
+        """
+        return None
+
     @abstractmethod
     def pause(self, *partitions: TopicPartition) -> None:
         """Fetch nothing more of ``partitions`` until :meth:`resume`."""

@@ -8,7 +8,9 @@ with the contract's :class:`~mirrorline.api.kafka.TopicPartition` keys. With ``f
 the consumer's fetcher is hooked by :mod:`.batch_capture` so ``getmany`` returns
 :class:`~mirrorline.api.kafka.FetchedBatch` items, merged by :func:`.fetched_batches.coalesce`
 when asked. With ``fetch_sessions`` its client's Fetch requests go through :mod:`.fetch_sessions`
-(KIP-227 incremental fetch sessions).
+(KIP-227 incremental fetch sessions). Every consumer notes which topics its fetches were answered
+with a topic-change error (:mod:`.fetch_errors`) and reads topic IDs with Metadata v12
+(:mod:`.topic_ids`), so a caller can tell a re-created topic from the one it was reading.
 
 :class:`GroupConsumer` adds what only the runtime's sink tasks need: a consumer group
 (subscribe with a rebalance listener, commit).
@@ -19,6 +21,7 @@ converted at this wall in both directions.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
@@ -32,9 +35,11 @@ from mirrorline.api.clients import BatchFetch, Consumer
 from mirrorline.api.kafka import FetchedBatch, OffsetAndTimestamp, TopicPartition
 from mirrorline.clients.batch_capture import BatchCapture, capture_batches
 from mirrorline.clients.errors import translate
+from mirrorline.clients.fetch_errors import FetchErrorWatch, watch_fetch_errors
 from mirrorline.clients.fetch_sessions import FetchSessions, use_fetch_sessions
 from mirrorline.clients.fetched_batches import coalesce
 from mirrorline.clients.kafka_clients import client_kwargs
+from mirrorline.clients.topic_ids import read_topic_ids
 
 #: What aiokafka raises that the wall translates.
 AIO_ERRORS = (ak.KafkaError, ak.ConsumerStoppedError)
@@ -69,6 +74,12 @@ class KafkaConsumer(Consumer):
         self._use_fetch_sessions = fetch_sessions
         #: the incremental fetch sessions, once started with ``fetch_sessions`` (their counters say how fetches went)
         self.fetch_sessions: FetchSessions | None = None
+        #: the topics fetches were answered with a topic-change error, and by which broker (once started)
+        self.fetch_errors: FetchErrorWatch | None = None
+        #: topic -> the broker that last reported a change sign for it, until that broker is asked its ID
+        self._sign_nodes: dict[str, int] = {}
+        #: False once a broker could not answer Metadata v12 (no topic IDs in this cluster)
+        self._topic_ids_supported = True
 
     @classmethod
     def from_settings(cls, props: Mapping[str, Any], *, fetch_batches: BatchFetch | None = None,
@@ -85,8 +96,9 @@ class KafkaConsumer(Consumer):
             await self._consumer.start()
         except AIO_ERRORS as exc:
             raise translate(exc) from exc
+        self.fetch_errors = watch_fetch_errors(self._consumer)
         if self._use_fetch_sessions:
-            self.fetch_sessions = use_fetch_sessions(self._consumer)
+            self.fetch_sessions = use_fetch_sessions(self._consumer, self.fetch_errors)
         if self._fetch_batches is not None:
             self.capture = capture_batches(self._consumer, read_committed=self.read_committed,
                                            check_crcs=self._check_crcs)
@@ -196,6 +208,38 @@ class KafkaConsumer(Consumer):
             return set(await self._consumer.topics())
         except AIO_ERRORS as exc:
             raise translate(exc) from exc
+
+    def topic_change_signs(self) -> set[str]:
+        if self.fetch_errors is None:
+            return set()
+        taken = self.fetch_errors.take()
+        if not taken:
+            return set()
+        self._sign_nodes.update(taken)
+        return set(taken)
+
+    async def topic_ids(self, topics: Iterable[str]) -> dict[str, str] | None:
+        if not self._topic_ids_supported:
+            return None
+        by_node: dict[int | None, list[str]] = {}
+        for topic in set(topics):
+            by_node.setdefault(self._sign_nodes.get(topic), []).append(topic)
+        found: dict[str, str] = {}
+        try:
+            answers = await asyncio.gather(*(read_topic_ids(self._consumer._client, names, node)
+                                             for node, names in by_node.items()))
+        except NotImplementedError:  # no broker version with topic IDs in the response
+            self._topic_ids_supported = False
+            return None
+        except AIO_ERRORS as exc:
+            raise translate(exc) from exc
+        for (node, names), answer in zip(by_node.items(), answers):
+            found.update(answer)
+            if node is not None:
+                for name in names:
+                    if self._sign_nodes.get(name) == node:
+                        del self._sign_nodes[name]
+        return found
 
     def pause(self, *partitions: TopicPartition) -> None:
         self._consumer.pause(*aio(partitions))

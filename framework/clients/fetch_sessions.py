@@ -26,16 +26,26 @@ the wire each broker node gets one session:
 The broker fetches every partition of the session at its remembered offset, so a partition left
 out of a request because its offset did not change is still read: nothing is skipped. Brokers
 older than Fetch v7 get aiokafka's full requests unchanged.
+
+A partition that comes back into a session after more than :data:`GAP_SIGN_S` out of it, or
+fetched again after no request went to its node for that long (its fetched records waited for
+the caller), is reported to the consumer's
+:class:`~.fetch_errors.FetchErrorWatch` as a sign that its topic may have changed meanwhile: a
+topic deleted and re-created while nobody fetched it answers no error once it has grown past the
+old position. The check costs nothing for partitions that stay in the session.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.protocol.fetch import FetchRequest
+
+from mirrorline.clients.fetch_errors import FetchErrorWatch
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +53,8 @@ _FETCH_API_KEY = 1
 _SESSION_VERSION = 7
 _SESSION_ERRORS = {70, 71}  # FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
 _MAX_EPOCH = 2 ** 31 - 1
+#: How long a partition may stay out of its fetch session before its return counts as a topic-change sign.
+GAP_SIGN_S = 0.25
 
 Entry = tuple[int, int]  # (fetch offset, max bytes)
 Key = tuple[str, int]  # (topic, partition): a plain tuple, cheaper to make than a TopicPartition
@@ -55,6 +67,8 @@ class _Session:
     session_id: int = 0
     epoch: int = 0
     partitions: dict[Key, Entry] = field(default_factory=dict)
+    #: when the last answer came (time.monotonic()): the partitions held were fetched until then
+    answered_at: float = 0.0
 
     def reset(self) -> None:
         self.session_id, self.epoch, self.partitions = 0, 0, {}
@@ -86,8 +100,11 @@ class _SessionFetchRequest(FetchRequest):
 class FetchSessions:
     """The sessions of one consumer, one per broker node (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, watch: FetchErrorWatch | None = None) -> None:
         self._sessions: dict[int, _Session] = {}
+        self._watch = watch
+        #: partition -> when it was last left out of (forgotten by) a session
+        self._left: dict[Key, float] = {}
         #: full / incremental requests sent, partitions named in them, session resets (for tests and logs)
         self.counters: Counter = Counter()
 
@@ -96,23 +113,42 @@ class FetchSessions:
         session = self._sessions.setdefault(node_id, _Session())
         wanted = {(topic, p): (offset, max_bytes)
                   for topic, partitions in full.topics for p, offset, max_bytes in partitions}
+        now = time.monotonic()
         if session.session_id == 0:  # open a session: a full request at epoch 0
             self.counters["full"] += 1
             self.counters["partitions_sent"] += len(wanted)
+            if self._left:
+                for key in wanted:
+                    self._returned(key, node_id, now)
             return _SessionFetchRequest(full, 0, 0, full.topics, []), wanted
         changed: dict[str, list[tuple[int, int, int]]] = {}
         held = session.partitions
+        left = self._left
+        if now - session.answered_at > GAP_SIGN_S and self._watch is not None:
+            # no request to this node for a while (every partition's records waited for the caller):
+            # none of its partitions was fetched meanwhile
+            for topic in {key[0] for key in wanted if key in held}:
+                self._watch.sign(topic, node_id)
         for key, entry in wanted.items():
             if held.get(key) != entry:
                 changed.setdefault(key[0], []).append((key[1], *entry))
+                if left and key not in held:
+                    self._returned(key, node_id, now)
         forgotten: dict[str, list[int]] = {}
         for topic, partition in held.keys() - wanted.keys():
             forgotten.setdefault(topic, []).append(partition)
+            left[(topic, partition)] = now
         self.counters["incremental"] += 1
         self.counters["partitions_sent"] += sum(len(p) for p in changed.values())
         epoch = session.epoch + 1 if session.epoch < _MAX_EPOCH else 1
         return _SessionFetchRequest(full, session.session_id, epoch, list(changed.items()),
                                     list(forgotten.items())), wanted
+
+    def _returned(self, key: Key, node_id: int, now: float) -> None:
+        """``key`` is fetched again: a sign for its topic if it was out of every session for long."""
+        since = self._left.pop(key, None)
+        if since is not None and now - since > GAP_SIGN_S and self._watch is not None:
+            self._watch.sign(key[0], node_id)
 
     def succeeded(self, node_id: int, request: _SessionFetchRequest, response, wanted: dict) -> bool:
         """Record the broker's answer; False when it refused the session (send the fetch again, full)."""
@@ -131,6 +167,7 @@ class FetchSessions:
             self.counters["resets"] += 1
             session.reset()
             return True
+        session.answered_at = time.monotonic()
         session_id, epoch = request.session
         if session_id == 0:
             session.session_id, session.epoch = response.session_id, 0
@@ -148,13 +185,14 @@ class FetchSessions:
             session.reset()
 
 
-def use_fetch_sessions(consumer: AIOKafkaConsumer) -> FetchSessions | None:
+def use_fetch_sessions(consumer: AIOKafkaConsumer, watch: FetchErrorWatch | None = None) -> FetchSessions | None:
     """Make a started consumer's fetches incremental (module docstring); returns its sessions, or
-    None for an object without aiokafka's client and fetcher (a test's stand-in consumer)."""
+    None for an object without aiokafka's client and fetcher (a test's stand-in consumer). Partitions
+    back after a gap are reported to ``watch``."""
     client = getattr(consumer, "_client", None)
     if client is None or getattr(consumer, "_fetcher", None) is None:
         return None
-    sessions = FetchSessions()
+    sessions = FetchSessions(watch)
     original_send = client.send
 
     async def send(node_id, request, **kwargs):

@@ -69,7 +69,28 @@ class FakeConsumer:
         self.highwaters: dict[TopicPartition, int] = {}
         self.stable: dict[TopicPartition, int] = {}
         self.positions: dict[TopicPartition, _Position] = {}
+        #: topic IDs the cluster gives (None: it cannot tell), topic-change signs for the next call, pauses
+        self.ids: dict[str, str] | None = None
+        self.signs: set[str] = set()
+        self.id_requests: list[set[str]] = []
+        self.paused: set[TopicPartition] = set()
         FakeConsumer.instances.append(self)
+
+    def topic_change_signs(self):
+        signs, self.signs = self.signs, set()
+        return signs
+
+    async def topic_ids(self, topics):
+        self.id_requests.append(set(topics))
+        if isinstance(self.ids, Exception):
+            raise self.ids
+        return None if self.ids is None else {t: i for t, i in self.ids.items() if t in set(topics)}
+
+    def pause(self, *tps):
+        self.paused.update(tps)
+
+    def resume(self, *tps):
+        self.paused.difference_update(tps)
 
     async def start(self):
         pass
@@ -275,3 +296,204 @@ async def test_transaction_markers_and_aborted_records_are_not_pending(monkeypat
     consumer.highwaters = {tp: 25}
     consumer.positions[tp] = _Position(19)
     assert task.pending_records() == 0
+
+# --- a source topic re-created: recognised by its topic ID (KIP-516) -----------------------------------------
+
+from mirrorline.connectors.source_mirror import task as task_module  # noqa: E402
+from mirrorline.connectors.source_mirror.topic_identity import (TopicIdentities, TopicVerdict,  # noqa: E402
+                                                                 judge_topic)
+
+UNCHANGED, RECREATED, MISSING, UNKNOWN = (TopicVerdict.UNCHANGED, TopicVerdict.RECREATED, TopicVerdict.MISSING,
+                                          TopicVerdict.UNKNOWN)
+
+
+@pytest.mark.parametrize("known, current, supported, verdict", [
+    ("id1", "id1", True, UNCHANGED),
+    (None, "id1", True, UNCHANGED),      # first sight: learnt, nothing to compare with
+    ("id1", "id2", True, RECREATED),
+    ("id1", None, True, MISSING),        # deleted (maybe about to come back)
+    (None, None, True, MISSING),
+    ("id1", None, False, UNKNOWN),       # the cluster gives no IDs: today's offset checks only
+])
+def test_judge_topic(known, current, supported, verdict):
+    assert judge_topic(known, current, supported) is verdict
+
+
+def test_identities_learn_first_ids_and_keep_the_old_one_until_accepted():
+    identities = TopicIdentities()
+    assert identities.judge(["a", "b"], {"a": "A1"}) == {"a": UNCHANGED, "b": MISSING}
+    assert identities.known == {"a": "A1"}
+    assert identities.judge(["a", "b"], {"a": "A2", "b": "B1"}) == {"a": RECREATED, "b": UNCHANGED}
+    assert identities.known == {"a": "A1", "b": "B1"}  # a reset not done yet is judged again next time
+    assert identities.judge(["a"], {"a": "A2"}) == {"a": RECREATED}
+    identities.accept("a", "A2")
+    assert identities.judge(["a"], {"a": "A2"}) == {"a": UNCHANGED}
+    assert identities.judge(["a"], None) == {"a": UNKNOWN}
+
+
+async def recreated_task(monkeypatch, topic, stored=9, bounds=(0, 10)):
+    """A task on ``topic`` partitions 0 and 1 at ``stored + 1``, whose topic had ID "old" at start."""
+    original_init = FakeConsumer.__init__
+
+    def init(self, props, fetch_batches=None):
+        original_init(self, props, fetch_batches)
+        self.ids = {topic: "old"}
+
+    monkeypatch.setattr(FakeConsumer, "__init__", init)
+    task, consumer, context = await started_task(monkeypatch, topic, [0, 1], stored={0: stored, 1: stored},
+                                                 bounds={0: bounds, 1: bounds})
+    assert consumer.id_requests == [{topic}]
+    consumer.seeks.clear()
+    consumer.id_requests.clear()
+    return task, consumer, context
+
+
+async def test_recreated_topic_grown_past_the_position_restarts_from_its_start(monkeypatch, caplog):
+    """The race that lost 332 records: the new topic already holds more records than the old position, so
+    the fetch at that position succeeds. A fetch error seen before (the sign) makes the task ask the ID."""
+    topic = "unit-recreated-grown"
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    task, consumer, context = await recreated_task(monkeypatch, topic)
+    consumer.bounds = {tp0: (0, 400), tp1: (0, 400)}
+    consumer.ids = {topic: "new"}
+    consumer.signs = {topic}
+    consumer.script = [{tp0: [record(topic, 0, 10), record(topic, 0, 11)]}]
+    with caplog.at_level(logging.WARNING, logger="mirrorline.connectors.source_mirror.task"):
+        assert await task.poll() == []  # records at the old position of the new topic: never handed out
+    assert consumer.id_requests == [{topic}]
+    assert sorted(consumer.seeks) == [(tp0, 0), (tp1, 0)]
+    for p in (0, 1):
+        assert counter(metrics.SOURCE_OFFSET_RESETS, topic, p, "offsets-went-backwards") == 1
+    assert set(context.warnings) == {f"offsets-went-backwards:{topic}-0", f"offsets-went-backwards:{topic}-1"}
+    assert "topic ID new, was old" in context.warnings[f"offsets-went-backwards:{topic}-0"]
+    assert any(f"source topic {topic} partition 0 was deleted and re-created (topic ID new, was old); the task's "
+               f"position 10 was in the old topic. Mirroring restarts from offset 0" in r.getMessage()
+               for r in caplog.records)
+    assert consumer.paused == set()
+    consumer.script = [{tp0: [record(topic, 0, 0)]}]
+    assert [r.source_offset for r in await task.poll()] == [{"offset": 0}]
+    assert consumer.id_requests == [{topic}]  # no sign, no timer: no more requests
+    assert counter(metrics.SOURCE_OFFSET_RESETS, topic, 0, "offsets-went-backwards") == 1
+
+
+async def test_sign_on_an_unchanged_topic_changes_nothing(monkeypatch):
+    """A leader moved (NOT_LEADER_OR_FOLLOWER) or any other sign on a live topic: same ID, records handed out."""
+    topic = "unit-recreated-unchanged"
+    tp0 = TopicPartition(topic, 0)
+    task, consumer, context = await recreated_task(monkeypatch, topic)
+    consumer.signs = {topic}
+    consumer.script = [{tp0: [record(topic, 0, 10)]}]
+    assert [r.source_offset for r in await task.poll()] == [{"offset": 10}]
+    assert consumer.id_requests == [{topic}]
+    assert consumer.seeks == [] and consumer.paused == set() and context.warnings == {}
+    assert counter(metrics.SOURCE_OFFSET_RESETS, topic, 0, "offsets-went-backwards") == 0
+
+
+async def test_deleted_topic_is_held_until_it_is_back(monkeypatch):
+    """Deleted: partitions paused at the first record not handed out; re-created: restarted from its start;
+    back with the same ID (a metadata hiccup): resumed where it stood."""
+    monkeypatch.setattr(task_module, "HELD_RETRY_S", 0.0)
+    topic = "unit-recreated-held"
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    task, consumer, context = await recreated_task(monkeypatch, topic)
+    consumer.ids = {}
+    consumer.signs = {topic}
+    consumer.script = [{tp0: [record(topic, 0, 10), record(topic, 0, 11)]}]
+    assert await task.poll() == []
+    assert consumer.paused == {tp0, tp1}
+    assert consumer.seeks == [(tp0, 10), (tp1, 10)]  # tp1's position: the stored offset + 1
+    assert await task.poll() == []  # still missing: still held
+    assert consumer.paused == {tp0, tp1} and len(consumer.id_requests) == 2
+    consumer.seeks.clear()
+    consumer.ids = {topic: "new"}
+    consumer.bounds = {tp0: (0, 5), tp1: (0, 500)}
+    assert await task.poll() == []
+    assert consumer.paused == set()
+    assert sorted(consumer.seeks) == [(tp0, 0), (tp1, 0)]
+    assert set(context.warnings) == {f"offsets-went-backwards:{topic}-0", f"offsets-went-backwards:{topic}-1"}
+
+    # the same topic back after a hiccup: resumed at the held positions, nothing reported
+    consumer.seeks.clear()
+    consumer.ids = {}
+    consumer.signs = {topic}
+    consumer.script = [{tp1: [record(topic, 1, 7)]}]
+    consumer.positions[tp0] = _Position(3)
+    assert await task.poll() == []
+    assert consumer.paused == {tp0, tp1}
+    consumer.seeks.clear()
+    consumer.ids = {topic: "new"}
+    assert await task.poll() == []
+    assert consumer.paused == set() and sorted(consumer.seeks) == [(tp0, 3), (tp1, 7)]
+    assert counter(metrics.SOURCE_OFFSET_RESETS, topic, 1, "offsets-went-backwards") == 1
+
+
+async def test_out_of_range_then_bounds_say_ok_but_the_id_changed(monkeypatch):
+    """The second race: OFFSET_OUT_OF_RANGE at 10, then the new topic grows to 400 before the bounds are read."""
+    topic = "unit-recreated-oor"
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    task, consumer, context = await recreated_task(monkeypatch, topic)
+    consumer.bounds = {tp0: (0, 400), tp1: (0, 400)}
+    consumer.ids = {topic: "new"}
+    consumer.script = [OffsetOutOfRangeError("out of range", partitions={tp0: 10})]
+    assert await task.poll() == []
+    assert sorted(consumer.seeks) == [(tp0, 0), (tp1, 0)]
+    assert counter(metrics.SOURCE_OFFSET_RESETS, topic, 0, "offsets-went-backwards") == 1
+
+
+async def test_transient_out_of_range_on_an_unchanged_topic_is_not_reset(monkeypatch):
+    """OFFSET_OUT_OF_RANGE on a live topic (a lagging replica answered) whose bounds include the position."""
+    topic = "unit-recreated-oor-transient"
+    tp0 = TopicPartition(topic, 0)
+    task, consumer, context = await recreated_task(monkeypatch, topic)
+    consumer.bounds[tp0] = (0, 20)
+    consumer.script = [OffsetOutOfRangeError("out of range", partitions={tp0: 10})]
+    assert await task.poll() == []
+    assert consumer.seeks == [] and context.warnings == {}
+    assert counter(metrics.SOURCE_OFFSET_RESETS, topic, 0, "offsets-went-backwards") == 0
+
+
+async def test_timer_checks_every_topic_without_a_sign(monkeypatch):
+    """No fetch noticed anything: the periodic check still finds the new ID (late: duplicates, never a loss)."""
+    topic = "unit-recreated-timer"
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    task, consumer, context = await recreated_task(monkeypatch, topic)
+    consumer.script = [{tp0: [record(topic, 0, 10)]}]
+    assert len(await task.poll()) == 1 and consumer.id_requests == []  # before the timer: no request
+    task._next_id_check = 0
+    consumer.ids = {topic: "new"}
+    consumer.bounds = {tp0: (0, 400), tp1: (0, 400)}
+    consumer.script = [{tp0: [record(topic, 0, 11)]}]
+    assert await task.poll() == []
+    assert consumer.id_requests == [{topic}]
+    assert sorted(consumer.seeks) == [(tp0, 0), (tp1, 0)]
+
+
+async def test_no_topic_ids_keeps_todays_behaviour(monkeypatch):
+    """Brokers before Kafka 3.1 give no IDs: signs change nothing, out-of-range is judged by the bounds alone."""
+    topic = "unit-recreated-no-ids"
+    tp0 = TopicPartition(topic, 0)
+    task, consumer, context = await recreated_task(monkeypatch, topic)
+    consumer.ids = None
+    consumer.signs = {topic}
+    consumer.script = [{tp0: [record(topic, 0, 10)]}]
+    assert [r.source_offset for r in await task.poll()] == [{"offset": 10}]
+    assert consumer.seeks == [] and consumer.paused == set() and context.warnings == {}
+
+
+async def test_a_sign_is_checked_only_when_records_of_the_topic_come(monkeypatch):
+    """A pause makes every topic suspect; only topics whose records are about to be handed out cost a request."""
+    topic = "unit-recreated-lazy"
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    task, consumer, context = await recreated_task(monkeypatch, topic)
+    consumer.signs = {topic}
+    consumer.script = [{}, {}]
+    assert await task.poll() == [] and await task.poll() == []
+    assert consumer.id_requests == []
+    consumer.ids = {topic: "new"}
+    consumer.bounds = {tp0: (0, 10), tp1: (0, 10)}
+    consumer.script = [{tp1: [record(topic, 1, 10)]}]
+    assert await task.poll() == []
+    assert consumer.id_requests == [{topic}]
+    assert sorted(consumer.seeks) == [(tp0, 0), (tp1, 0)]
+    consumer.script = [{tp1: [record(topic, 1, 0)]}]
+    assert len(await task.poll()) == 1 and consumer.id_requests == [{topic}]

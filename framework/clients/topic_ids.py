@@ -1,0 +1,136 @@
+"""Topic IDs (KIP-516) of named topics, read with a Metadata request that carries them.
+
+A topic deleted and created again under the same name gets a new topic ID, while its partitions'
+offsets start at 0 again. A reader that still holds an offset of the old topic cannot tell from
+the offsets alone once the new topic has grown past it; the topic ID tells. aiokafka's Metadata
+requests go up to v5, which has no topic IDs, so :class:`TopicIdsRequest` is Metadata **v12** (the
+first version whose response carries them is v10; v12 is what Kafka 3.1+ and 4.x brokers speak,
+its layout is v11's), defined with aiokafka's protocol building blocks and sent with the
+consumer's own client, as :mod:`.kafka_admin` does for the requests aiokafka lacks. Metadata v9+
+is a flexible version: compact strings and arrays, and tagged fields, which aiokafka encodes.
+
+An ID is shown as Kafka shows it (``Uuid.toString()``: URL-safe base64 of the 16 bytes, no
+padding). A topic the broker does not know (or answers with an error) has no ID.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable
+from io import BytesIO
+from typing import TypeAlias
+
+from aiokafka.protocol.abstract import AbstractType
+from aiokafka.protocol.api import Request, RequestStruct, Response
+from aiokafka.protocol.types import Boolean, CompactArray, CompactString, Int16, Int32, Schema, TaggedFields
+
+_METADATA_API_KEY = 3
+_ZERO = bytes(16)
+
+
+class Uuid(AbstractType[bytes]):
+    """Kafka's UUID: 16 raw bytes."""
+
+    @classmethod
+    def encode(cls, value: bytes) -> bytes:
+        if len(value) != 16:
+            raise ValueError(f"a UUID is 16 bytes, not {len(value)}")
+        return value
+
+    @classmethod
+    def decode(cls, data: BytesIO) -> bytes:
+        value = data.read(16)
+        if len(value) != 16:
+            raise ValueError("Buffer underrun decoding UUID")
+        return value
+
+
+class MetadataResponse_v12(Response):
+    """Metadata v12 response (flexible): brokers, cluster, and per topic its ID and partitions."""
+
+    API_KEY = _METADATA_API_KEY
+    API_VERSION = 12
+    SCHEMA = Schema(
+        ("throttle_time_ms", Int32),
+        ("brokers", CompactArray(
+            ("node_id", Int32), ("host", CompactString("utf-8")), ("port", Int32), ("rack", CompactString("utf-8")),
+            ("tags", TaggedFields))),
+        ("cluster_id", CompactString("utf-8")),
+        ("controller_id", Int32),
+        ("topics", CompactArray(
+            ("error_code", Int16),
+            ("name", CompactString("utf-8")),
+            ("topic_id", Uuid),
+            ("is_internal", Boolean),
+            ("partitions", CompactArray(
+                ("error_code", Int16), ("partition_index", Int32), ("leader_id", Int32), ("leader_epoch", Int32),
+                ("replica_nodes", CompactArray(Int32)), ("isr_nodes", CompactArray(Int32)),
+                ("offline_replicas", CompactArray(Int32)), ("tags", TaggedFields))),
+            ("topic_authorized_operations", Int32),
+            ("tags", TaggedFields))),
+        ("tags", TaggedFields),
+    )
+
+
+class MetadataRequest_v12(RequestStruct):
+    """Metadata v12 request: topics by ID or name (ID all zeros: by name), no auto-creation."""
+
+    FLEXIBLE_VERSION = True
+    API_KEY = _METADATA_API_KEY
+    API_VERSION = 12
+    RESPONSE_TYPE = MetadataResponse_v12
+    SCHEMA = Schema(
+        ("topics", CompactArray(("topic_id", Uuid), ("name", CompactString("utf-8")), ("tags", TaggedFields))),
+        ("allow_auto_topic_creation", Boolean),
+        ("include_topic_authorized_operations", Boolean),
+        ("tags", TaggedFields),
+    )
+
+
+TopicIdsRequestStruct: TypeAlias = MetadataRequest_v12
+
+
+class TopicIdsRequest(Request[TopicIdsRequestStruct]):
+    """The metadata of ``topics`` (by name), never creating one; brokers below v12 cannot answer it."""
+
+    API_KEY = _METADATA_API_KEY
+
+    def __init__(self, topics: Iterable[str]):
+        self._topics = [(_ZERO, name, {}) for name in topics]
+
+    def build(self, request_struct_class: type[TopicIdsRequestStruct]) -> TopicIdsRequestStruct:
+        """Instantiate the chosen version's struct with this request's fields."""
+        return request_struct_class(self._topics, False, False, {})
+
+
+def uuid_string(raw: bytes) -> str:
+    """A topic ID as Kafka prints it (URL-safe base64, no padding)."""
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def topic_ids_of(response) -> dict[str, str]:
+    """``{topic: ID}`` for each topic a Metadata v10+ response describes without error (ID not all zeros)."""
+    found: dict[str, str] = {}
+    for error_code, name, topic_id, *_ in response.topics:
+        if error_code == 0 and name is not None and topic_id != _ZERO:
+            found[name] = uuid_string(topic_id)
+    return found
+
+
+async def read_topic_ids(client, topics: Iterable[str], node_id: int | None = None) -> dict[str, str]:
+    """The IDs of ``topics`` as broker ``node_id`` (any known broker when None or unknown) sees them.
+
+    ``client`` is a started aiokafka client (a consumer's ``_client``). Topics the broker does not
+    know are left out. Raises aiokafka's errors (connection, timeout), and ``NotImplementedError``
+    when the broker has no Metadata v12 (older than Kafka 3.1).
+    """
+    names = sorted(set(topics))
+    if not names:
+        return {}
+    if node_id is None or client.cluster.broker_metadata(node_id) is None:
+        node_id = client.get_random_node()
+        if node_id is None:
+            await client.force_metadata_update()
+            node_id = client.get_random_node()
+    response = await client.send(node_id, TopicIdsRequest(names))
+    return topic_ids_of(response)
