@@ -152,8 +152,10 @@ def _write_task(batches: Iterator[pyarrow.RecordBatch], settings: dict[str, str]
                     sum(len(h[0]) + len(h[1] or b"") for h in record_headers) if record_headers else 0)
                 produced += 1
                 if limit and produced % 100 == 0:  # the rate cap: wait until the time these records deserve
-                    ahead = produced / limit - (time.monotonic() - started)
-                    if ahead > 0:
+                    # poll() returns as soon as it has served a delivery report, so one call is not a
+                    # wait: poll until the deadline (a single poll let the cap run at ~4x its rate)
+                    deadline = started + produced / limit
+                    while (ahead := deadline - time.monotonic()) > 0:
                         producer.poll(ahead)
             producer.poll(0)
             if errors:

@@ -69,3 +69,32 @@ async def test_read_ranges_is_exact_and_headers_are_never_null(spark, cluster_a,
     assert sorted((r.partition, r.offset) for r in rows) == [(0, o) for o in range(10, 20)] + [(1, o) for o in range(5)]
     assert all(r.headers is not None for r in rows)
     assert [len(r.headers) for r in rows if r.partition == 1] == [2, 0, 0, 0, 2]
+
+
+async def test_the_rate_cap_holds_each_task_to_its_rate(spark, cluster_a, cluster_b, unique_name):
+    """``max_records_per_second`` is a cap per Spark task: 2 tasks x 2,000 records at 400/s take 5 s or more.
+
+    Only the lower bound is checked (a loaded machine is slower, never faster). librdkafka's poll()
+    returns once it has served a delivery report, and the cap once waited with a single poll: it
+    then let a task write at about four times its rate.
+    """
+    import time
+
+    from mirrorline.spark.kafka import kafka_options, read_ranges
+    from mirrorline.spark.producer_settings import librdkafka_settings
+    from mirrorline.spark.writer import write_ranges
+
+    source, target = unique_name("cap-src"), unique_name("cap-dst")
+    await create_topic(cluster_a.bootstrap_servers, source, 2, config=KEEP_OLD_RECORDS)
+    await create_topic(cluster_b.bootstrap_servers, target, 2, config=KEEP_OLD_RECORDS)
+    await produce(cluster_a.bootstrap_servers, source, history(2, 2000))
+    frame = read_ranges(spark, kafka_options({"bootstrap.servers": cluster_a.bootstrap_servers}),
+                        {(source, p): (0, 2000) for p in range(2)})
+    frame.cache().count()  # read before the clock starts: only the writing is timed
+    settings = librdkafka_settings({"bootstrap.servers": cluster_b.bootstrap_servers})
+    began = time.monotonic()
+    result = write_ranges(frame, settings, {(source, p): PartitionTarget(target, 0) for p in range(2)}, 1000,
+                          max_records_per_second=400)
+    took = time.monotonic() - began
+    assert {key: count for key, (_, _, count) in result.done.items()} == {(source, 0): 2000, (source, 1): 2000}
+    assert took >= 4.9, f"4,000 records in {took:.2f} s: the cap of 400 records/s per task did not hold"

@@ -80,6 +80,9 @@ def mirror_connector(name: str, topic: str, cluster_a, cluster_b) -> dict:
 async def test_rest_backfill_survives_its_worker_and_the_connector_continues_exactly(
         cluster_a, cluster_b, unique_name, tmp_path):
     topic = unique_name("jbf")
+    # a name of its own: a topic selection stored for a connector named "mirror" by another test
+    # (on the same clusters, keyed by connector name and aliases) would narrow this one's topics
+    name = unique_name("mirror")
     partitions, per_partition = 3, 15_000
     await create_topic(cluster_a.bootstrap_servers, topic, partitions, config=KEEP_OLD_RECORDS)
     await produce(cluster_a.bootstrap_servers, topic, records(partitions, per_partition, size=120))
@@ -95,7 +98,7 @@ async def test_rest_backfill_survives_its_worker_and_the_connector_continues_exa
                 status, body = await rest.call("POST", "/jobs", {"name": "x", "config": {"job.class": "nope"}})
                 assert status == 400 and body["message"].startswith("job.class: unknown job class 'nope'"), body
         async with Rest(cluster.workers[0].url) as rest:
-            status, body = await rest.call("POST", "/connectors", mirror_connector("mirror", topic, cluster_a,
+            status, body = await rest.call("POST", "/connectors", mirror_connector(name, topic, cluster_a,
                                                                                      cluster_b))
             assert status == 201, body
             seq = {"name": "seq", "initial_state": "STOPPED", "config": {
@@ -103,23 +106,23 @@ async def test_rest_backfill_survives_its_worker_and_the_connector_continues_exa
             assert (await rest.call("POST", "/connectors", seq))[0] == 201
 
             # bad input, each a 4xx naming the field
-            job = {"job.class": "backfill", "connector": "mirror", **SPARK,
+            job = {"job.class": "backfill", "connector": name, **SPARK,
                    "backfill.max.records.per.second": "2500"}
             status, body = await rest.call("POST", "/jobs", {"name": "x", "config": {**job, "connector": "seq"}})
             assert status == 400 and body["message"].startswith("connector: connector 'seq' is a SequenceSource"), body
             status, body = await rest.call("POST", "/jobs", {"name": "x", "config": {**job, "topics": "other"}})
-            assert status == 400 and body["message"].startswith("topics: a backfill of connector mirror"), body
+            assert status == 400 and body["message"].startswith(f"topics: a backfill of connector {name}"), body
             status, body = await rest.call("POST", "/jobs", {"name": "x", "config": {**job,
                                                                                     "backfill.topics": "nope.*"}})
             assert status == 400 and "unknown topic" in body["message"], body
 
             status, info = await rest.call("POST", "/jobs", {"name": "bf", "config": job})
             assert status == 201, info
-            assert info["connector"] == "mirror" and len(info["partitions"]) == partitions
+            assert info["connector"] == name and len(info["partitions"]) == partitions
             # a second job writing the same partitions is refused, naming the one that holds them
             status, body = await rest.call("POST", "/jobs", {"name": "bf2", "config": job})
             assert status == 409 and body["message"].startswith("partitions: job 'bf'"), body
-            status, connector = await rest.call("GET", "/connectors/mirror/status")
+            status, connector = await rest.call("GET", f"/connectors/{name}/status")
             assert connector["jobs"] == [{"name": "bf", "state": connector["jobs"][0]["state"],
                                           "partitions": sorted(f"{topic}-{p}" for p in range(partitions))}]
 
@@ -153,13 +156,13 @@ async def test_rest_backfill_survives_its_worker_and_the_connector_continues_exa
             assert done["result"]["records_written"] <= total - at_kill  # nothing already on B written again
             assert "records_per_second" in done and done["progress"]["total"] > 0
             # the connector's offsets are the job's end offsets; resumed, it continues from the next record
-            offsets = (await rest.call("GET", "/connectors/mirror/offsets"))[1]["offsets"]
+            offsets = (await rest.call("GET", f"/connectors/{name}/offsets"))[1]["offsets"]
             assert sorted((o["partition"]["partition"], o["offset"]["offset"]) for o in offsets) == \
                 [(p, per_partition - 1) for p in range(partitions)]
             await produce(cluster_a.bootstrap_servers, topic, records(partitions, 300, size=120,
                                                                       first=per_partition))
-            assert (await rest.call("PUT", "/connectors/mirror/resume"))[0] == 202
-            status, connector = await rest.call("GET", "/connectors/mirror/status")
+            assert (await rest.call("PUT", f"/connectors/{name}/resume"))[0] == 202
+            status, connector = await rest.call("GET", f"/connectors/{name}/status")
             assert "jobs" not in connector  # the job handed its partitions back
             final = total + partitions * 300
             for _ in range(600):
@@ -170,7 +173,7 @@ async def test_rest_backfill_survives_its_worker_and_the_connector_continues_exa
         # the job's records as the cluster's topics hold them
         configs = read_records(cluster_b.bootstrap_servers, f"{cluster.name}-configs")
         record = next(v for k, v in configs if k == "mirrorline-job-config-bf")
-        assert record["connector"] == "mirror" and record["properties"]["job.class"] == "backfill"
+        assert record["connector"] == name and record["properties"]["job.class"] == "backfill"
         assert sorted((p["topic"], p["partition"]) for p in record["partitions"]) == \
             [(topic, p) for p in range(partitions)]
         assert ("mirrorline-job-state-bf", {"state": "STARTED"}) in configs
