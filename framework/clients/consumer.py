@@ -38,6 +38,7 @@ from mirrorline.clients.errors import translate
 from mirrorline.clients.fetch_errors import FetchErrorWatch, watch_fetch_errors
 from mirrorline.clients.fetch_sessions import FetchSessions, use_fetch_sessions
 from mirrorline.clients.fetched_batches import coalesce
+from mirrorline.clients.side_connections import list_offsets_aside
 from mirrorline.clients.kafka_clients import client_kwargs
 from mirrorline.clients.topic_ids import read_topic_ids
 
@@ -97,6 +98,7 @@ class KafkaConsumer(Consumer):
         except AIO_ERRORS as exc:
             raise translate(exc) from exc
         self.fetch_errors = watch_fetch_errors(self._consumer)
+        list_offsets_aside(self._consumer)
         if self._use_fetch_sessions:
             self.fetch_sessions = use_fetch_sessions(self._consumer, self.fetch_errors)
         if self._fetch_batches is not None:

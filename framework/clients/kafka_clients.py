@@ -65,6 +65,8 @@ _PRODUCER = {
     "transaction.timeout.ms": ("transaction_timeout_ms", _INT),
     # Only RecordProducer (mirrorline.clients.producer) takes this; plain AIOKafkaProducer does not.
     "max.block.ms": ("max_block_ms", _INT),
+    # mirrorline's own (mirrorline.clients.produce_lanes): produce connections per broker
+    "produce.connections.per.broker": ("produce_lanes", _INT),
 }
 _CONSUMER = {
     "group.id": ("group_id", _STR),

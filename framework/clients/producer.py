@@ -47,6 +47,7 @@ from mirrorline.clients.consumer import AIO_ERRORS
 from mirrorline.clients.errors import translate
 from mirrorline.clients.forwarded_batch import ForwardedBatch
 from mirrorline.clients.kafka_clients import client_kwargs
+from mirrorline.clients.produce_lanes import enable_lanes
 
 DEFAULT_MAX_BLOCK_MS = 60_000
 # Upper bound of the pause between two metadata refreshes while waiting for a partition.
@@ -93,10 +94,13 @@ class RecordProducer(AIOKafkaProducer):
     """
 
     def __init__(self, *args, max_block_ms: int = DEFAULT_MAX_BLOCK_MS, allow_auto_create_topics: bool = False,
-                 **kwargs):
+                 produce_lanes: int = 1, **kwargs):
         if max_block_ms < 0:
             raise ValueError(f"max_block_ms must be >= 0, not {max_block_ms}")
+        if produce_lanes < 1:
+            raise ValueError(f"produce.connections.per.broker must be >= 1, not {produce_lanes}")
         super().__init__(*args, **kwargs)
+        enable_lanes(self, produce_lanes)
         self.max_block_ms = max_block_ms
         self.allow_auto_create_topics = allow_auto_create_topics
         if allow_auto_create_topics:

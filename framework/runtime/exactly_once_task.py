@@ -56,6 +56,7 @@ from mirrorline.runtime.bounded import LifecycleTimeout, bounded
 from mirrorline.runtime.context import WorkerSourceTaskContext
 from mirrorline.runtime.source_config import CONNECTOR, INTERVAL, POLL
 from mirrorline.runtime.worker_task import (
+    PRODUCE_LANES,
     RETRY_BACKOFF_MAX_S,
     RETRY_BACKOFF_S,
     RecordWriteError,
@@ -177,6 +178,7 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
                       f"Task {self.id}: waiting for the zombie fencing of connector {self.id.connector}'s previous "
                       f"task generation")
         self._producer = KafkaProducer({"acks": "all", "linger_ms": 5, "max_batch_size": 512 * 1024,
+                                        "produce_lanes": PRODUCE_LANES,
                                         **self._producer_kwargs, "enable_idempotence": True,
                                         "transactional_id": eos.transactional_id})
         try:

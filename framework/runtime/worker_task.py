@@ -78,6 +78,10 @@ log = logging.getLogger(__name__)
 
 #: Kafka's default ``delivery.timeout.ms``: how long a write may keep failing before the task fails.
 DEFAULT_DELIVERY_TIMEOUT_MS = 120_000
+#: Produce connections per target broker (``producer.produce.connections.per.broker`` changes it): a broker
+#: answers one connection's requests one at a time, so a second lane lets it work on two (see
+#: :mod:`mirrorline.clients.produce_lanes`).
+PRODUCE_LANES = 2
 
 
 class RecordWriteError(ConnectError):
@@ -140,7 +144,8 @@ class WorkerSourceTask(TaskRunner):
             # broker, so small batches cap throughput (measured: +35% at 1 KB records, and a third
             # of the broker CPU). producer.batch.size / producer.override.batch.size still win.
             self._producer = KafkaProducer({"acks": "all", "enable_idempotence": True, "linger_ms": 5,
-                                            "max_batch_size": 512 * 1024, **self._producer_kwargs})
+                                            "max_batch_size": 512 * 1024, "produce_lanes": PRODUCE_LANES,
+                                            **self._producer_kwargs})
             await bounded(self._producer.start(), self._start_timeout_s, f"Task {self.id}: starting its producer")
             self._context = WorkerSourceTaskContext(self.id, self._offset_reader, self.warnings, on_crash=self._fail,
                                                     accepts_batches=self._chain is None and self._converters is None)

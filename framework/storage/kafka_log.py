@@ -100,12 +100,13 @@ class KafkaBasedLog:
         try:
             await self._producer.start()
             await self._consumer.start()
+            # One ListOffsets for every partition, then assign and seek in one step: the consumer's own
+            # reset of a just-created partition whose leader is not ready yet retries only a second later.
+            beginnings = await self._consumer.beginning_offsets(self._tps)
             self._consumer.assign(self._tps)
-            for tp in self._tps:  # wait for assign()'s offset reset, or it may undo the seek below
-                await self._consumer.position(tp)
-            await self._consumer.seek_to_beginning(*self._tps)
             for tp in self._tps:
-                self._positions[tp] = await self._consumer.position(tp)
+                self._consumer.seek(tp, beginnings[tp])
+                self._positions[tp] = beginnings[tp]
             self._tail = asyncio.get_running_loop().create_task(self._run_tail(), name=f"kafka-log-{self.topic}")
             await self.read_to_end()
         except BaseException:

@@ -643,6 +643,9 @@ def main(argv: list[str] | None = None) -> int:
                              "`mirrorline` package, see the README): before/after comparisons in one sitting")
     parser.add_argument("--py-spy", action="store_true",
                         help="record mirrorline's stacks during the idle phase with py-spy (pip install py-spy)")
+    parser.add_argument("--paired", action="store_true",
+                        help="the i-th size runs with the i-th group count only (e.g. --sizes 100,1000,8000 "
+                             "--groups 1,50,500), instead of every size with every count")
     parser.add_argument("--max-load", type=float, default=DEFAULT_MAX_LOAD)
     parser.add_argument("--allow-load", action="store_true", help="measure even above --max-load (flagged)")
     parser.add_argument("--out", type=Path, default=Path("bench-scale-out"), help="where plots and JSON go")
@@ -656,6 +659,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("engine mirrorline-before needs --before-pythonpath")
     if unknown:
         parser.error(f"unknown engine or phase: {', '.join(unknown)}")
+    if args.paired and len(groups_list) != len(sizes):
+        parser.error(f"--paired needs as many group counts as sizes ({len(sizes)}), not {len(groups_list)}")
     phases.add("copy")
     refuse_if_loaded(args.max_load, args.allow_load)
     stop_cleanly_on_sigterm()
@@ -677,11 +682,12 @@ def main(argv: list[str] | None = None) -> int:
         for index, size in enumerate(sizes):
             data = DataSet(a, size, args.history, args.record_size, f"{index}{uuid.uuid4().hex[:3]}")
             data.create()
-            for groups in groups_list:
+            size_groups = [groups_list[index]] if args.paired else groups_list
+            for groups in size_groups:
                 data.commit(groups, 0)
             trickle = Trickle(a, data.partitions, args.trickle)
             try:
-                for groups in groups_list:
+                for groups in size_groups:
                     for engine in engines:
                         count += 1
                         alias = f"S{count}"

@@ -130,6 +130,15 @@ class Result:
     peak_rss_kb: int | None = None
     note: str = ""
     latency_ms: dict[str, float] = field(default_factory=dict)
+    #: seconds from launch until the first record reached B (start-up: processes, topics, tasks)
+    first_s: float | None = None
+
+    @property
+    def steady_mb_s(self) -> float | None:
+        """MB/s from the first record on B to the last (the copy alone, start-up excluded)."""
+        if self.first_s is None or self.wall_s <= self.first_s:
+            return None
+        return self.workload.value_bytes / 1e6 / (self.wall_s - self.first_s)
 
     @property
     def mb_s(self) -> float:
@@ -296,17 +305,20 @@ def mirror(engine: str, a: str, b: str, topic: str, workload: Workload, tasks: i
     props.write_text(properties(alias, a, b, topic, tasks))
     offsets = Offsets(b)
     t0 = time.perf_counter()
+    first = None
     running = Engine(engine, props, tmp / f"{alias}-{engine}.log")
     try:
         remote = f"{alias}.{topic}"
-        while sum(offsets.ends(remote, PARTITIONS).values()) < workload.records:
+        while (copied := sum(offsets.ends(remote, PARTITIONS).values())) < workload.records:
+            if first is None and copied:
+                first = time.perf_counter() - t0
             running.check_alive()
             if time.perf_counter() - t0 > timeout:
                 raise TimeoutError(f"{engine}: B holds {sum(offsets.ends(remote, PARTITIONS).values())} of "
                                    f"{workload.records} records after {timeout:.0f} s")
             time.sleep(POLL_INTERVAL)
         wall = time.perf_counter() - t0
-        return Result(engine, workload, tasks, wall, running.cpu_s(), running.peak_rss_kb())
+        return Result(engine, workload, tasks, wall, running.cpu_s(), running.peak_rss_kb(), first_s=first)
     finally:
         running.stop()
         offsets.close()
@@ -489,6 +501,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-latency", action="store_true", help="skip the fixed-rate latency runs")
     parser.add_argument("--latency-seconds", type=float, default=30.0, help="length of each latency run")
     parser.add_argument("--latency-mb-s", type=float, default=10.0, help="fixed rate of the latency runs")
+    parser.add_argument("--keep-logs", default="", help="copy every engine's log into this directory")
     parser.add_argument("--timeout", type=float, default=1800, help="give up a mirror run after this many seconds")
     parser.add_argument("--soak-seconds", type=float, default=0,
                         help="also run each engine this long at full speed and report RSS over time (issue 13: 600)")
@@ -541,8 +554,10 @@ def main(argv: list[str] | None = None) -> int:
                 for engine in engines:
                     result = mirror(engine, a, b, topic, workload, tasks, runs, tmp, args.timeout)
                     results.append(result)
+                    steady = f"{result.steady_mb_s:.1f}" if result.steady_mb_s is not None else "?"
                     log(f"  {engine} tasks.max={tasks}: {result.mb_s:.1f} MB/s, {result.cpu_s:.1f} CPU s, "
-                        f"peak RSS {result.peak_rss_kb / 1024:.0f} MiB")
+                        f"peak RSS {result.peak_rss_kb / 1024:.0f} MiB; first record on B after "
+                        f"{result.first_s or 0:.1f} s, then {steady} MB/s")
         if not args.no_latency:
             for engine in engines:
                 latencies[engine] = latency(engine, a, b, runs, tmp, args.latency_seconds, args.latency_mb_s,
@@ -553,6 +568,12 @@ def main(argv: list[str] | None = None) -> int:
                 soaks[engine] = soak(engine, a, b, runs, tmp, args.soak_seconds, max(tasks_values), args.soak_mb_s)
     finally:
         manager.stop()
+        if args.keep_logs:
+            keep = Path(args.keep_logs)
+            keep.mkdir(parents=True, exist_ok=True)
+            for engine_log in tmp.glob("*.log"):
+                shutil.copy(engine_log, keep / engine_log.name)
+            log(f"engine logs copied to {keep}")
         shutil.rmtree(tmp, ignore_errors=True)
 
     log("")

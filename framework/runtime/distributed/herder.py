@@ -152,8 +152,12 @@ class DistributedHerder(AbstractHerder, MembershipListener):
     # -- lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
         """Read the three topics (creating them if needed), then join the group."""
-        for store in (self.offset_store, self.status_store, self.config_store):
-            await store.start()
+        # side by side: each is a topic to create, leaders to wait for and a log to read (about a second each)
+        results = await asyncio.gather(*(store.start() for store in (self.offset_store, self.status_store,
+                                                                      self.config_store)), return_exceptions=True)
+        failure = next((result for result in results if isinstance(result, BaseException)), None)
+        if failure is not None:
+            raise failure
         self.job_manager.on_jobs_changed = self._jobs_changed
         self.job_manager.attach()
         self._known_connectors = set(self.config_store.connectors())
