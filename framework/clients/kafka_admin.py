@@ -195,16 +195,51 @@ class CreateTopicsV4Request(Request[CreateTopicsV4Struct]):
         return request_struct_class(self._topics, self._timeout_ms, False)
 
 
+#: Metadata records one CreateTopics request may cost at most. A KRaft controller refuses a request
+#: whose records (one per topic, one per partition, one per config) exceed 10,000, or whose partitions
+#: do, with POLICY_VIOLATION "Unable to perform excessively large batch operation" (KAFKA-14996,
+#: KAFKA-17870); Java MM2 sends every new topic in one request and fails there (KAFKA-19327).
+MAX_RECORDS_PER_CREATE_TOPICS = 5_000
+#: what a topic with the broker's default partition count (-1) is counted as, not knowing num.partitions
+_DEFAULT_PARTITIONS_ESTIMATE = 50
+
+
+def create_topics_chunks(topics: list[tuple[str, int, int, Mapping[str, str]]],
+                         limit: int | None = None) -> list[list[tuple[str, int, int, Mapping[str, str]]]]:
+    """``topics`` split, in order, into requests each costing at most ``limit`` metadata records
+    (default :data:`MAX_RECORDS_PER_CREATE_TOPICS`; a single topic costing more gets a request of
+    its own, and the controller's answer)."""
+    if limit is None:
+        limit = MAX_RECORDS_PER_CREATE_TOPICS
+    chunks: list[list] = []
+    cost = 0
+    for topic in topics:
+        _name, partitions, _replication, configs = topic
+        records = 1 + (partitions if partitions > 0 else _DEFAULT_PARTITIONS_ESTIMATE) + len(configs)
+        if not chunks or cost + records > limit:
+            chunks.append([])
+            cost = 0
+        chunks[-1].append(topic)
+        cost += records
+    return chunks
+
+
 async def create_topics(admin: AIOKafkaAdminClient, topics: Iterable[tuple[str, int, int, Mapping[str, str]]],
                         timeout_ms: int = 30_000) -> dict[str, tuple[int, str | None]]:
     """Create each ``(name, partitions, replication factor, topic configs)`` with CreateTopics v4
     (``-1`` partitions or replication factor: the broker's default; aiokafka's ``NewTopic`` refuses
-    -1); ``{name: (error code, error message)}`` as the controller answered (0 = created)."""
-    request = CreateTopicsV4Request(
-        [(name, partitions, replication, [], [(k, str(v)) for k, v in configs.items()])
-         for name, partitions, replication, configs in topics], timeout_ms)
-    response = await admin._send_to_controller(request)
-    return {name: (code, message) for name, code, message in response.topic_errors}
+    -1); ``{name: (error code, error message)}`` as the controller answered (0 = created).
+
+    Many topics go out in several requests, each within what a KRaft controller accepts
+    (:data:`MAX_RECORDS_PER_CREATE_TOPICS`)."""
+    answers: dict[str, tuple[int, str | None]] = {}
+    for chunk in create_topics_chunks(list(topics)):
+        request = CreateTopicsV4Request(
+            [(name, partitions, replication, [], [(k, str(v)) for k, v in configs.items()])
+             for name, partitions, replication, configs in chunk], timeout_ms)
+        response = await admin._send_to_controller(request)
+        answers.update({name: (code, message) for name, code, message in response.topic_errors})
+    return answers
 
 
 # --- OffsetDelete (key 47), v0 ----------------------------------------------------------------
