@@ -334,6 +334,8 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
                 backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
                 continue
             backoff = RETRY_BACKOFF_S
+            if plain:
+                await self._learn_topics(records)
             for record in records or ():
                 await self._dispatch(record, plain)
                 if self._txn_context is not None:

@@ -242,6 +242,7 @@ class WorkerSourceTask(TaskRunner):
                 continue
             backoff = RETRY_BACKOFF_S
             if self._chain is None and self._converters is None:
+                await self._learn_topics(records)
                 for record in records or ():
                     if isinstance(record, SourceBatch):
                         await self._send_batch(record)
@@ -263,6 +264,12 @@ class WorkerSourceTask(TaskRunner):
             if self._commit_due:
                 self._commit_due = False
                 await self._notify_task("commit", self.task.commit())
+
+    async def _learn_topics(self, records) -> None:
+        """One metadata refresh for all new topics of a poll's records, not one per topic (see
+        :meth:`KafkaProducer.learn_topics`)."""
+        if records and self._producer is not None:
+            await self._producer.learn_topics({record.topic for record in records})
 
     async def _ack_loop(self) -> None:
         # commit_record runs as soon as acks arrive (as Connect calls commitRecord from the producer

@@ -243,6 +243,9 @@ class FakeRecordProducer:
     async def flush(self) -> None:
         """Nothing is ever in flight."""
 
+    async def learn_topics(self, topics) -> None:
+        """Every topic is known."""
+
     async def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None):
         partition = 0 if partition is None else partition
         offset = self._next[(topic, partition)]

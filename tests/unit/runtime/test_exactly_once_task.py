@@ -47,6 +47,9 @@ class FakeTxnProducer:
         if FakeTxnProducer.start_error is not None:
             raise FakeTxnProducer.start_error
 
+    async def learn_topics(self, topics):
+        """Every topic is known."""
+
     async def stop(self):
         self.stopped = True
 

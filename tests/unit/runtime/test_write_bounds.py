@@ -60,6 +60,9 @@ class RefusingProducer:
     async def flush(self):
         pass
 
+    async def learn_topics(self, topics):
+        pass
+
     async def send(self, topic, **kwargs):
         self.attempts += 1
         raise PartitionNotAvailableError(topic, 0, f"Topic {topic} is not in the cluster metadata")
