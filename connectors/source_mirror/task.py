@@ -77,14 +77,28 @@ IDLE_FETCH_WAIT_MS = 5000
 POSITION_WAIT_S = 2.0
 #: How long stop() waits for the last offset syncs to be acknowledged (the runtime bounds stop() too).
 SYNC_FLUSH_TIMEOUT_S = 3.0
-#: How long a poll waits for the topic IDs it asks about before holding the topics concerned.
+#: How long a poll waits for the topic IDs it asks about before holding the topics concerned, plus
+#: TOPIC_ID_TIMEOUT_PER_1000_S for each thousand topics asked about (a check of every topic of a task
+#: with thousands of them is several Metadata requests).
 TOPIC_ID_TIMEOUT_S = 5.0
+TOPIC_ID_TIMEOUT_PER_1000_S = 2.0
 #: How often every assigned topic's ID is checked without any sign of change (one Metadata request):
 #: the last resort for a re-creation no fetch noticed; found that late, the new records already
 #: handed out from the old position are copied again (duplicates, never a loss).
 TOPIC_ID_CHECK_INTERVAL_S = 30.0
 #: How often the ID of a held topic (missing from the cluster, or not answered) is asked again.
 HELD_RETRY_S = 0.5
+#: How often the lag gauge of every assigned partition is set (partitions with records: every poll).
+LAG_SWEEP_S = 5.0
+
+
+def topic_id_timeout(topics: int) -> float:
+    """How long to wait for the IDs of ``topics`` topics.
+
+    >>> topic_id_timeout(10), topic_id_timeout(2000)
+    (5.02, 9.0)
+    """
+    return TOPIC_ID_TIMEOUT_S + TOPIC_ID_TIMEOUT_PER_1000_S * topics / 1000
 
 
 def interleave(per_partition: list[list]) -> list:
@@ -180,6 +194,7 @@ class MirrorSourceTask(SourceTask):
         #: topics with a change sign whose ID is checked before their next records are handed out
         self._suspects: set[str] = set()
         self._next_id_check = time.monotonic() + TOPIC_ID_CHECK_INTERVAL_S
+        self._next_lag_sweep = 0.0
         try:
             await self._learn_topic_ids()
             await self._seek_start_positions()
@@ -224,7 +239,7 @@ class MirrorSourceTask(SourceTask):
         if not self._topics:
             return
         try:
-            ids = await asyncio.wait_for(self.consumer.topic_ids(self._topics), TOPIC_ID_TIMEOUT_S)
+            ids = await asyncio.wait_for(self.consumer.topic_ids(self._topics), topic_id_timeout(len(self._topics)))
         except (KafkaError, asyncio.TimeoutError) as exc:
             log.info("Task %s: could not read the topic IDs of its topics (%r); they are learnt at the next check",
                      self.context.task_id, exc)
@@ -398,11 +413,25 @@ class MirrorSourceTask(SourceTask):
                 metric.record_age_ms.set(now - messages[-1].timestamp)
         if batches_by_partition:
             records.extend(interleave(batches_by_partition))
-        for tp in self.partitions:  # every partition, those without records too: markers move positions
-            lag = self._pending.of(tp)
-            if lag is not None:
-                self._metrics[tp].lag_records.set(lag)
+        self._update_lags(batch)
         return records
+
+    def _update_lags(self, batch: dict) -> None:
+        """Set the lag gauge of the partitions ``batch`` has records of; every LAG_SWEEP_S, of all
+        partitions (those without records too: acknowledgements, markers and new records on the
+        source move it). A sweep on every poll cost an idle task at thousands of partitions more CPU
+        than anything else it did."""
+        now = time.monotonic()
+        if now >= self._next_lag_sweep:
+            self._next_lag_sweep = now + LAG_SWEEP_S
+            partitions = self.partitions
+        else:
+            partitions = batch
+        pending, handles = self._pending, self._metrics
+        for tp in partitions:
+            lag = pending.of(tp)
+            if lag is not None:
+                handles[tp].lag_records.set(lag)
 
     async def _check_topics(self, batch: dict) -> dict:
         """Check the IDs of the suspect topics ``batch`` has records of (and the held ones, and on the
@@ -442,7 +471,7 @@ class MirrorSourceTask(SourceTask):
         if not topics:
             return set()
         try:
-            ids = await asyncio.wait_for(self.consumer.topic_ids(topics), TOPIC_ID_TIMEOUT_S)
+            ids = await asyncio.wait_for(self.consumer.topic_ids(topics), topic_id_timeout(len(topics)))
         except (KafkaError, asyncio.TimeoutError) as exc:
             log.info("Task %s: could not read the topic IDs of %s (%r); checking again", self.context.task_id,
                      sorted(topics), exc)

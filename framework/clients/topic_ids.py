@@ -26,6 +26,9 @@ from aiokafka.protocol.types import Boolean, CompactArray, CompactString, Int16,
 
 _METADATA_API_KEY = 3
 _ZERO = bytes(16)
+#: Topics named per Metadata request: at thousands of topics one answer takes long to decode (the
+#: event loop stalls meanwhile) and a caller's timeout covers the whole of it.
+TOPICS_PER_REQUEST = 500
 
 
 class Uuid(AbstractType[bytes]):
@@ -122,7 +125,8 @@ async def read_topic_ids(client, topics: Iterable[str], node_id: int | None = No
 
     ``client`` is a started aiokafka client (a consumer's ``_client``). Topics the broker does not
     know are left out. Raises aiokafka's errors (connection, timeout), and ``NotImplementedError``
-    when the broker has no Metadata v12 (older than Kafka 3.1).
+    when the broker has no Metadata v12 (older than Kafka 3.1). Asks in requests of at most
+    :data:`TOPICS_PER_REQUEST` topics.
     """
     names = sorted(set(topics))
     if not names:
@@ -132,5 +136,8 @@ async def read_topic_ids(client, topics: Iterable[str], node_id: int | None = No
         if node_id is None:
             await client.force_metadata_update()
             node_id = client.get_random_node()
-    response = await client.send(node_id, TopicIdsRequest(names))
-    return topic_ids_of(response)
+    found: dict[str, str] = {}
+    for start in range(0, len(names), TOPICS_PER_REQUEST):
+        response = await client.send(node_id, TopicIdsRequest(names[start:start + TOPICS_PER_REQUEST]))
+        found.update(topic_ids_of(response))
+    return found

@@ -20,7 +20,7 @@ from confluent_kafka import TopicPartition as RdPartition
 
 from mirrorline.api import TopicPartition
 from mirrorline.clients.runtime_clients import KAFKA_CLIENTS
-from mirrorline.clients.side_connections import LIST_OFFSETS_GROUP
+from mirrorline.clients.side_connections import SIDE_GROUP
 
 pytestmark = pytest.mark.integration
 
@@ -82,7 +82,7 @@ async def test_a_bad_lane_count_is_refused_naming_the_setting(cluster_a):
         KAFKA_CLIENTS.producer({"bootstrap.servers": cluster_a.bootstrap_servers, "produce.connections.per.broker": "0"})
 
 
-async def test_end_offsets_do_not_wait_behind_a_long_polling_fetch(cluster_a, make_topic):
+async def test_end_offsets_and_topic_ids_do_not_wait_behind_a_long_polling_fetch(cluster_a, make_topic):
     bootstrap = cluster_a.bootstrap_servers
     topic = await make_topic(cluster_a, 1, "aside")
     tp = TopicPartition(topic, 0)
@@ -95,9 +95,14 @@ async def test_end_offsets_do_not_wait_behind_a_long_polling_fetch(cluster_a, ma
         started = time.monotonic()
         ends = await consumer.end_offsets([tp])
         waited = time.monotonic() - started
+        started = time.monotonic()
+        ids = await consumer.topic_ids([topic])
+        waited_ids = time.monotonic() - started
         polling.cancel()
         await asyncio.gather(polling, return_exceptions=True)
         groups = {group for _node, group in consumer._consumer._client._conns}
     assert ends == {tp: 0}
     assert waited < 2.0, f"end_offsets took {waited:.2f} s: it queued behind the 5 s fetch"
-    assert LIST_OFFSETS_GROUP in groups
+    assert set(ids) == {topic} and len(ids[topic]) == 22  # Uuid.toString(): 16 bytes, base64, unpadded
+    assert waited_ids < 2.0, f"topic_ids took {waited_ids:.2f} s: it queued behind the 5 s fetch"
+    assert SIDE_GROUP in groups

@@ -172,3 +172,32 @@ async def test_client_layer_topic_ids_match_librdkafka_and_change_with_recreatio
         assert second == {topic: await asyncio.to_thread(described)} and second != first
     finally:
         await consumer.stop()
+
+
+async def test_topic_ids_of_many_topics_are_asked_in_several_requests(cluster_a, make_topic, monkeypatch):
+    import mirrorline.clients.topic_ids as topic_ids_module
+
+    monkeypatch.setattr(topic_ids_module, "TOPICS_PER_REQUEST", 2)
+    topics = [await make_topic(cluster_a, partitions=1) for _ in range(5)]
+    admin = AdminClient({"bootstrap.servers": cluster_a.bootstrap_servers})
+    futures = admin.describe_topics(TopicCollection(topics))
+    expected = {name: str(future.result(30).topic_id).replace("+", "-").replace("/", "_").rstrip("=")
+                for name, future in futures.items()}
+    consumer = KafkaConsumer.from_settings({"bootstrap.servers": cluster_a.bootstrap_servers})
+    await consumer.start()
+    sent = []
+    client = consumer._consumer._client
+    original_send = client.send
+
+    async def counting_send(node_id, request, **kwargs):
+        if type(request).__name__ == "TopicIdsRequest":
+            sent.append(len(request._topics))
+        return await original_send(node_id, request, **kwargs)
+
+    client.send = counting_send
+    try:
+        found = await consumer.topic_ids(topics + ["no-such-topic-a", "no-such-topic-b"])
+    finally:
+        await consumer.stop()
+    assert found == expected
+    assert sorted(sent) == [1, 2, 2, 2], f"requests named {sent} topics"

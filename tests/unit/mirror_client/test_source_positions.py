@@ -290,12 +290,39 @@ async def test_transaction_markers_and_aborted_records_are_not_pending(monkeypat
     for r in polled:
         await task.commit_record(r, RecordMetadata(f"A.{topic}", 0, r.source_offset["offset"], 0))
     assert task.pending_records() == 0
+    task._next_lag_sweep = 0.0  # the next poll is the periodic sweep of every partition's lag
     await task.poll()  # nothing more: the lag gauge follows
     assert metrics.REPLICATION_LAG_RECORDS.labels("A", "B", f"A.{topic}", "0")._value.get() == 0
     consumer.stable = {tp: 19}  # a transaction open at 19: its records cannot be given yet
     consumer.highwaters = {tp: 25}
     consumer.positions[tp] = _Position(19)
     assert task.pending_records() == 0
+
+
+async def test_lag_gauges_follow_partitions_with_records_every_poll_and_the_others_every_sweep(monkeypatch):
+    """An idle poll does not set the lag gauge of every partition (at thousands of partitions that was
+    most of an idle task's CPU); a partition with records is set at once, the others at the sweep."""
+    topic = "unit-lag-sweep"
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    task, consumer, _ = await started_task(monkeypatch, topic, [0, 1], stored={0: 9, 1: 4},
+                                           bounds={0: (0, 10), 1: (0, 5)})
+
+    def gauge(partition: int) -> float:
+        return metrics.REPLICATION_LAG_RECORDS.labels("A", "B", f"A.{topic}", str(partition))._value.get()
+
+    consumer.highwaters = {tp0: 10, tp1: 5}
+    consumer.script = [{}]
+    await task.poll()  # the first poll sweeps
+    assert (gauge(0), gauge(1)) == (0, 0)
+    consumer.highwaters = {tp0: 14, tp1: 8}  # new records on the source, not fetched yet
+    consumer.script = [{tp0: [record(topic, 0, 10)]}]
+    await task.poll()
+    assert (gauge(0), gauge(1)) == (3 + 1, 0)  # 3 to fetch + 1 handed over; partition 1 waits for the sweep
+    task._next_lag_sweep = 0.0
+    consumer.script = [{}]
+    await task.poll()
+    assert (gauge(0), gauge(1)) == (4, 3)
+    assert task_module.LAG_SWEEP_S >= 1.0
 
 # --- a source topic re-created: recognised by its topic ID (KIP-516) -----------------------------------------
 
