@@ -117,9 +117,14 @@ async def topic_partitions(admin: Admin, topics: list[str]) -> dict[str, int]:
 
 
 async def source_topics(admin: Admin, selection: TopicSelection) -> dict[str, int]:
-    """Mirrored source topics and their partition counts."""
-    names = [t for t in await admin.list_topics() if selection.should_replicate(t)]
-    return await topic_partitions(admin, sorted(names))
+    """Mirrored source topics and their partition counts, from one request that describes every topic
+    (listing the names first and describing the selected ones cost a second full Metadata answer per
+    refresh, which at thousands of partitions is most of an idle mirror's refresh)."""
+    counts = {}
+    for entry in await admin.describe_topics(None):
+        if entry.error is None and selection.should_replicate(entry.name):
+            counts[entry.name] = len(entry.partitions)
+    return dict(sorted(counts.items()))
 
 
 class ConfigFilter:
@@ -192,6 +197,10 @@ async def create_remote_topics(source: Admin, target: Admin, source_alias: str,
     return {remote: existing[remote] for remote in remote_of.values() if remote in existing}
 
 
+#: How many topic names one log line lists before saying how many more there are
+_NAMES_SHOWN = 10
+
+
 async def _describe_existing(target: Admin, names: list[str]) -> dict[str, int]:
     """Partition counts of topics CreateTopics said exist; a fresh topic may take a moment to describe."""
     found: dict[str, int] = {}
@@ -204,9 +213,15 @@ async def _describe_existing(target: Admin, names: list[str]) -> dict[str, int]:
         if name in found:
             log.info("Remote topic %s already exists with %d partition(s); it is grown now if its source "
                      "has more", name, found[name])
-        else:
-            log.warning("Remote topic %s already exists but cannot be described; its partitions are checked "
-                        "again at the next refresh", name)
+    unknown = [name for name in names if name not in found]
+    if unknown:
+        # one line, not one per topic: right after thousands of topics were created the target's
+        # brokers may not describe them yet, which the next refresh usually finds over
+        shown = ", ".join(unknown[:_NAMES_SHOWN]) + (f" and {len(unknown) - _NAMES_SHOWN} more"
+                                                      if len(unknown) > _NAMES_SHOWN else "")
+        log.warning("%d remote topic(s) already exist but cannot be described yet (%s); they are mirrored from "
+                    "the next refresh that describes them. If this repeats, check the target cluster's brokers",
+                    len(unknown), shown)
     return found
 
 
