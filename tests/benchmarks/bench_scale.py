@@ -271,9 +271,14 @@ def remote(alias: str, topic: str) -> str:
 
 
 def copied(b: str, alias: str, partitions: list[tuple[str, int]], at_least: int) -> bool:
+    return copied_count(b, alias, partitions, at_least) == len(partitions)
+
+
+def copied_count(b: str, alias: str, partitions: list[tuple[str, int]], at_least: int) -> int:
+    """How many of ``partitions`` have at least ``at_least`` records in their remote copy on B."""
     wanted = [(remote(alias, t), p) for t, p in partitions]
     ends = end_offsets(b, wanted)
-    return len(ends) == len(wanted) and all(ends[tp] >= at_least for tp in wanted)
+    return sum(1 for tp in wanted if ends.get(tp, -1) >= at_least)
 
 
 def scrape(url: str) -> tuple[int, int, float]:
@@ -341,13 +346,27 @@ def run_engine(engine: str, alias: str, a: str, b: str, ports: dict[str, int], d
     try:
         trickle.running.set()
         t0 = time.perf_counter()
-        wait_until(lambda: running.peak_rss_kb() is not None and copied(b, alias, data.partitions, data.history),
-                   args.timeout, 1.0, running, f"{engine}: history copied to B")
-        result.copy_s = time.perf_counter() - t0
+        try:
+            wait_until(lambda: running.peak_rss_kb() is not None and copied(b, alias, data.partitions, data.history),
+                       args.timeout, 1.0, running, f"{engine}: history copied to B")
+        except TimeoutError:
+            # an engine that cannot copy this size (Java MM2 at 8,000 partitions: KAFKA-19327) is
+            # reported as such, and measured for what it does meanwhile; the phases that need a
+            # working mirror are left out for it
+            done = copied_count(b, alias, data.partitions, data.history)
+            result.note = (f"history NOT copied within {args.timeout:.0f} s: {done} of {len(data.partitions)} "
+                           f"partitions complete")
+            log(f"    copy: {result.note}")
+            phases = phases - {"pickup", "checkpoint"}
+        else:
+            result.copy_s = time.perf_counter() - t0
         result.copy_cpu_s = running.cpu_s()
         result.connections = tcp_connections(running.pids(), ports)
         watch.sample()
-        log(f"    copy: {result.copy_s:.1f} s, {result.copy_cpu_s:.1f} CPU s, connections {result.connections}")
+        if result.copy_s is not None:
+            log(f"    copy: {result.copy_s:.1f} s, {result.copy_cpu_s:.1f} CPU s, connections {result.connections}")
+        else:
+            log(f"    after {args.timeout:.0f} s: {result.copy_cpu_s:.1f} CPU s, connections {result.connections}")
         if "metrics" in phases and listeners:
             wait_until(lambda: _answers(listeners), 60, 0.5, running, "GET /metrics")
             scrape(listeners)  # warm
@@ -404,7 +423,7 @@ def run_engine(engine: str, alias: str, a: str, b: str, ports: dict[str, int], d
         watch.sample()
         result.load_peak = watch.peak
         if result.load_peak > args.max_load:
-            result.note = f"load {result.load_peak:.1f} > {args.max_load}"
+            result.note = "; ".join(filter(None, [result.note, f"load {result.load_peak:.1f} > {args.max_load}"]))
     finally:
         trickle.running.clear()
         running.stop()
@@ -716,7 +735,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table(runs)
     for path in plot(runs, args.out):
         log(f"plot: {path}")
-    flagged = [r for r in runs if r.note]
+    flagged = [r for r in runs if "load " in r.note]
     if flagged:
         log(f"{len(flagged)} run(s) were taken above load {args.max_load}: re-run them on a quiet machine")
     return 0
