@@ -48,6 +48,7 @@ from mirrorline.clients.errors import translate
 from mirrorline.clients.forwarded_batch import ForwardedBatch
 from mirrorline.clients.kafka_clients import client_kwargs
 from mirrorline.clients.produce_lanes import enable_lanes
+from mirrorline.clients.retry_warnings import thin_retry_warnings
 
 DEFAULT_MAX_BLOCK_MS = 60_000
 # Upper bound of the pause between two metadata refreshes while waiting for a partition.
@@ -101,6 +102,7 @@ class RecordProducer(AIOKafkaProducer):
             raise ValueError(f"produce.connections.per.broker must be >= 1, not {produce_lanes}")
         super().__init__(*args, **kwargs)
         enable_lanes(self, produce_lanes)
+        thin_retry_warnings()
         self.max_block_ms = max_block_ms
         self.allow_auto_create_topics = allow_auto_create_topics
         if allow_auto_create_topics:

@@ -1,0 +1,69 @@
+"""aiokafka's "retrying" warnings, thinned: the 1st, 10th, 100th, ... of a burst, each saying how many.
+
+aiokafka's producer logs one WARNING per batch a broker answers with a retriable error ("Got
+error produce response on topic-partition ..., retrying. Error: NotLeaderForPartitionError"),
+as Kafka's Java producer does. While a target cluster elects leaders for thousands of new
+partitions (a mirror's first minutes at scale, a broker restart) that is thousands of lines
+saying one thing: 8,705 of them in the first 80 s of an 8,000-partition mirror. The batches are
+retried either way; the log should still show that it happened, how often, and when it stopped.
+
+:class:`RepeatedWarnings` lets through the warnings numbered 1, 10, 100, 1,000, ... of a burst,
+each with the count so far, and ends a burst after ``quiet_s`` without one (the next is number 1
+again, saying how many the last burst had). Nothing else is filtered.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+__all__ = ["RepeatedWarnings", "thin_retry_warnings"]
+
+#: the logger aiokafka's producer sender writes its per-batch retry warnings to
+PRODUCER_SENDER_LOGGER = "aiokafka.producer.sender"
+#: the start of those warnings' format string
+RETRY_WARNING_PREFIX = "Got error produce response on topic-partition"
+
+
+class RepeatedWarnings(logging.Filter):
+    """A logging filter that thins records whose format string starts with ``prefix`` (see module)."""
+
+    def __init__(self, prefix: str, quiet_s: float = 60.0, clock=time.monotonic):
+        super().__init__()
+        self._prefix = prefix
+        self._quiet_s = quiet_s
+        self._clock = clock
+        self._count = 0
+        self._last = 0.0
+        self._previous_burst = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not isinstance(record.msg, str) or not record.msg.startswith(self._prefix):
+            return True
+        now = self._clock()
+        if self._count and now - self._last > self._quiet_s:
+            self._previous_burst, self._count = self._count, 0
+        self._last = now
+        self._count += 1
+        count = self._count
+        if str(count).rstrip("0") != "1":  # only 1, 10, 100, ... are logged
+            return False
+        if count == 1:
+            note = " (first of a burst; repeats are counted, not each logged"
+            note += f"; the previous burst had {self._previous_burst})" if self._previous_burst else ")"
+        else:
+            note = f" ({count} such warnings in this burst so far; the batches are retried)"
+        record.msg = record.msg + note.replace("%", "%%")
+        return True
+
+
+_installed: RepeatedWarnings | None = None
+
+
+def thin_retry_warnings() -> RepeatedWarnings:
+    """Install the filter on aiokafka's producer sender logger (once per process); returns it."""
+    global _installed
+    if _installed is None:
+        _installed = RepeatedWarnings(RETRY_WARNING_PREFIX)
+        logging.getLogger(PRODUCER_SENDER_LOGGER).addFilter(_installed)
+    return _installed

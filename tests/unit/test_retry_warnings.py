@@ -1,0 +1,56 @@
+"""aiokafka's per-batch retry warnings are thinned to 1, 10, 100, ... per burst, each with its count."""
+
+from __future__ import annotations
+
+import logging
+
+from mirrorline.clients.retry_warnings import RETRY_WARNING_PREFIX, RepeatedWarnings
+
+FORMAT = RETRY_WARNING_PREFIX + " %s, retrying. Error: %s"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def emit(logger: logging.Logger, count: int) -> None:
+    for i in range(count):
+        logger.warning(FORMAT, f"TopicPartition(topic='t', partition={i})", "NotLeaderForPartitionError")
+
+
+def test_a_burst_logs_the_first_the_tenth_and_the_hundredth_with_counts(caplog):
+    clock = Clock()
+    logger = logging.getLogger("test.retry_warnings.burst")
+    thinning = RepeatedWarnings(RETRY_WARNING_PREFIX, quiet_s=60.0, clock=clock)
+    logger.addFilter(thinning)
+    try:
+        with caplog.at_level(logging.WARNING, logger=logger.name):
+            emit(logger, 250)
+            logger.warning("something else entirely")
+            clock.now = 61.0  # a minute without one: the burst is over
+            emit(logger, 1)
+    finally:
+        logger.removeFilter(thinning)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 5, lines
+    assert "partition=0)" in lines[0] and "first of a burst" in lines[0]
+    assert "partition=9)" in lines[1] and "10 such warnings" in lines[1]
+    assert "partition=99)" in lines[2] and "100 such warnings" in lines[2]
+    assert lines[3] == "something else entirely"
+    assert "the previous burst had 250" in lines[4]
+
+
+def test_a_percent_sign_in_the_message_survives_formatting(caplog):
+    logger = logging.getLogger("test.retry_warnings.percent")
+    thinning = RepeatedWarnings(RETRY_WARNING_PREFIX)
+    logger.addFilter(thinning)
+    try:
+        with caplog.at_level(logging.WARNING, logger=logger.name):
+            logger.warning(FORMAT, "TopicPartition(topic='100%', partition=0)", "KafkaTimeoutError")
+    finally:
+        logger.removeFilter(thinning)
+    assert "topic='100%'" in caplog.records[0].getMessage()
