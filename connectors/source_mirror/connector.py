@@ -5,7 +5,12 @@ source topics to mirror, creates or grows their remote topics, and schedules its
 topic-config sync and topic-ACL sync (first runs at once) and topic refresh (first run after
 one interval).
 A refresh that finds new topics or partitions creates them on the target and asks the
-runtime to re-split tasks.
+runtime to re-split tasks. A refresh that finds the source unchanged checks the remote topics
+(re-creating one deleted on the target, growing one short of partitions) only if the last check
+found something missing or is :func:`remote_check_interval` old: six refresh intervals, at most
+60 s (beyond MM2, which describes every remote topic at every refresh: at thousands of
+partitions and a short ``refresh.topics.interval.seconds`` that was a large part of an idle
+mirror's CPU; from a refresh interval of 60 s, MM2's default is 600 s, every refresh checks).
 
 Topic selection at run time (beyond MM2, as IBM Event Streams' mirroring controls): at start and
 at every refresh the connector reads its stored selection from
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from mirrorline.api import BadRequestError, Config, ConfigValue, ExactlyOnceSupport, NewTopic, SourceConnector
 
@@ -63,6 +69,19 @@ log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
 READ_COMMITTED = "read_committed"
+#: The longest a refresh that finds the source unchanged goes without checking the remote topics.
+REMOTE_CHECK_INTERVAL_S = 60.0
+#: ... and in refresh intervals, when they are short.
+REMOTE_CHECK_REFRESHES = 6
+
+
+def remote_check_interval(refresh_s: float) -> float:
+    """How often remote topics are checked while the source is unchanged (module docstring).
+
+    >>> remote_check_interval(2), remote_check_interval(10), remote_check_interval(600)
+    (12.0, 60.0, 60.0)
+    """
+    return float(min(REMOTE_CHECK_INTERVAL_S, REMOTE_CHECK_REFRESHES * refresh_s))
 
 
 def source_isolation_level(config) -> str:
@@ -115,6 +134,7 @@ class MirrorSourceConnector(SourceConnector):
     async def start(self, config: Config) -> None:
         self.config = config
         self.topics: dict[str, int] = {}
+        self._next_remote_check = 0.0
         self._loops: list[asyncio.Task] = []
         if not config[ENABLED]:
             log.info("Flow %s->%s is not enabled; no topics are replicated",
@@ -245,9 +265,18 @@ class MirrorSourceConnector(SourceConnector):
         found = await source_topics(self.source_admin, self.selection)
         changed = found != self.topics
         self.topics = found
-        # Always reconcile: a remote topic may be missing (deleted, or creation failed last time).
-        await create_remote_topics(self.source_admin, self.target_admin, self.source_alias, self.policy,
-                                   found, self.config["replication.factor"], self.config_filter)
+        # A remote topic may be missing (deleted, or its creation failed last time) even when the
+        # source is unchanged: checked at least every remote_check_interval (module docstring).
+        now = time.monotonic()
+        if changed or now >= self._next_remote_check:
+            remote = await create_remote_topics(self.source_admin, self.target_admin, self.source_alias,
+                                                self.policy, found, self.config["replication.factor"],
+                                                self.config_filter)
+            complete = len(remote) == len(found) and all(
+                remote.get(self.policy.format_remote_topic(self.source_alias, topic), 0) >= count
+                for topic, count in found.items())
+            self._next_remote_check = now + remote_check_interval(
+                self.config["refresh.topics.interval.seconds"]) - 1.0 if complete else 0.0
         if self.history_handoff is not None:  # before task configs include a new topic's partitions
             try:
                 await self.history_handoff.consider(found)
