@@ -118,7 +118,17 @@ class MirrorCheckpointTask(SourceTask):
 
         async def one(group: str) -> list[SourceRecord]:
             async with slots:
-                return await self._checkpoint_group(group)
+                try:
+                    return await self._checkpoint_group(group)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    # raised, it would throw away the checkpoints the other groups just computed
+                    # (and recorded as emitted); this group is tried again next cycle
+                    log.exception("Checkpoint task %s: could not checkpoint group %s this cycle; the other "
+                                  "groups are checkpointed, this one is tried again in %.0f s",
+                                  self.context.task_id, group, self.interval_s)
+                    return []
 
         return await asyncio.gather(*(one(group) for group in self.groups))
 

@@ -7,10 +7,10 @@ one interval).
 A refresh that finds new topics or partitions creates them on the target and asks the
 runtime to re-split tasks. A refresh that finds the source unchanged checks the remote topics
 (re-creating one deleted on the target, growing one short of partitions) only if the last check
-found something missing or is :func:`remote_check_interval` old: six refresh intervals, at most
-60 s (beyond MM2, which describes every remote topic at every refresh: at thousands of
+found something missing or is :func:`remote_check_interval` old: three refresh intervals, at
+most 30 s (beyond MM2, which describes every remote topic at every refresh: at thousands of
 partitions and a short ``refresh.topics.interval.seconds`` that was a large part of an idle
-mirror's CPU; from a refresh interval of 60 s, MM2's default is 600 s, every refresh checks).
+mirror's CPU; from a refresh interval of 30 s, MM2's default is 600 s, every refresh checks).
 
 Topic selection at run time (beyond MM2, as IBM Event Streams' mirroring controls): at start and
 at every refresh the connector reads its stored selection from
@@ -70,16 +70,16 @@ log = logging.getLogger(__name__)
 VERSION = "0.1.0"
 READ_COMMITTED = "read_committed"
 #: The longest a refresh that finds the source unchanged goes without checking the remote topics.
-REMOTE_CHECK_INTERVAL_S = 60.0
+REMOTE_CHECK_INTERVAL_S = 30.0
 #: ... and in refresh intervals, when they are short.
-REMOTE_CHECK_REFRESHES = 6
+REMOTE_CHECK_REFRESHES = 3
 
 
 def remote_check_interval(refresh_s: float) -> float:
     """How often remote topics are checked while the source is unchanged (module docstring).
 
     >>> remote_check_interval(2), remote_check_interval(10), remote_check_interval(600)
-    (12.0, 60.0, 60.0)
+    (6.0, 30.0, 30.0)
     """
     return float(min(REMOTE_CHECK_INTERVAL_S, REMOTE_CHECK_REFRESHES * refresh_s))
 
@@ -264,19 +264,22 @@ class MirrorSourceConnector(SourceConnector):
                             "until the next refresh", self.context.name, exc)
         found = await source_topics(self.source_admin, self.selection)
         changed = found != self.topics
-        self.topics = found
         # A remote topic may be missing (deleted, or its creation failed last time) even when the
         # source is unchanged: checked at least every remote_check_interval (module docstring).
         now = time.monotonic()
         if changed or now >= self._next_remote_check:
+            self._next_remote_check = 0.0  # a check that raises is tried again at the next refresh
             remote = await create_remote_topics(self.source_admin, self.target_admin, self.source_alias,
                                                 self.policy, found, self.config["replication.factor"],
                                                 self.config_filter)
             complete = len(remote) == len(found) and all(
                 remote.get(self.policy.format_remote_topic(self.source_alias, topic), 0) >= count
                 for topic, count in found.items())
-            self._next_remote_check = now + remote_check_interval(
-                self.config["refresh.topics.interval.seconds"]) - 1.0 if complete else 0.0
+            if complete:
+                self._next_remote_check = now + remote_check_interval(
+                    self.config["refresh.topics.interval.seconds"]) - 1.0
+        # only now: had the check raised, the next refresh would still see the change (and re-split)
+        self.topics = found
         if self.history_handoff is not None:  # before task configs include a new topic's partitions
             try:
                 await self.history_handoff.consider(found)

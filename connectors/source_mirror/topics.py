@@ -219,8 +219,9 @@ async def _describe_existing(target: Admin, names: list[str]) -> dict[str, int]:
         # brokers may not describe them yet, which the next refresh usually finds over
         shown = ", ".join(unknown[:_NAMES_SHOWN]) + (f" and {len(unknown) - _NAMES_SHOWN} more"
                                                       if len(unknown) > _NAMES_SHOWN else "")
-        log.warning("%d remote topic(s) already exist but cannot be described yet (%s); they are mirrored from "
-                    "the next refresh that describes them. If this repeats, check the target cluster's brokers",
+        log.warning("%d remote topic(s) already exist but cannot be described yet (%s); their partition "
+                    "counts are checked again at the next refresh. If this repeats, check the target cluster's "
+                    "brokers",
                     len(unknown), shown)
     return found
 

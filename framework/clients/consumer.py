@@ -44,11 +44,11 @@ from mirrorline.clients.topic_ids import read_topic_ids
 
 #: What aiokafka raises that the wall translates.
 AIO_ERRORS = (ak.KafkaError, ak.ConsumerStoppedError)
-#: How long aiokafka's fetch loop sleeps when nothing wakes it (its ``fetcher_timeout``, 0.2 s by
-#: default). Each wake-up walks every assigned partition; a fetch answered, a seek, a reset, a
+#: How long aiokafka's fetch loop sleeps when nothing wakes it (its ``consumer_timeout_ms``, passed
+#: to the fetcher as ``fetcher_timeout``; 200 ms by default). Each wake-up walks every assigned partition; a fetch answered, a seek, a reset, a
 #: resume, records consumed and a new assignment all wake it at once, so the timeout is only a
 #: safety net. At 4,000 partitions per task, five walks a second were an idle mirror's largest cost.
-FETCH_LOOP_WAKEUP_S = 2.0
+FETCH_LOOP_WAKEUP_MS = 2000
 
 
 def aio(partitions: Iterable[TopicPartition]) -> list[AioPartition]:
@@ -70,7 +70,7 @@ class KafkaConsumer(Consumer):
         self.principal = kwargs.get("sasl_plain_username")
         self.read_committed = kwargs.get("isolation_level") == "read_committed"
         self._check_crcs = kwargs.get("check_crcs", True)
-        self._consumer = AIOKafkaConsumer(**{"fetcher_timeout": FETCH_LOOP_WAKEUP_S, **kwargs})
+        self._consumer = AIOKafkaConsumer(**{"consumer_timeout_ms": FETCH_LOOP_WAKEUP_MS, **kwargs})
         self._fetch_batches = fetch_batches
         self._coalesce_bytes = fetch_batches.coalesce_bytes if fetch_batches is not None else 0
         #: aiokafka partition -> ours, so a getmany builds no partition object it built before
