@@ -27,6 +27,15 @@ The broker fetches every partition of the session at its remembered offset, so a
 out of a request because its offset did not change is still read: nothing is skipped. Brokers
 older than Fetch v7 get aiokafka's full requests unchanged.
 
+While a node's fetches bring records, the next fetch to it asks the broker to wait for
+:data:`FLOWING_MIN_BYTES` or :data:`FLOWING_MAX_WAIT_MS`, whichever comes first; once a fetch
+comes back empty, the consumer's own ``fetch.min.bytes`` and ``fetch.max.wait.ms`` apply again
+(1 byte, and up to 5 s for a mirror task), so the first record after a quiet spell is answered at
+once. With ``fetch.min.bytes`` = 1 throughout, a trickle of records was fetched nearly one batch at
+a time: at 1 MB/s of 1 KB records a task spent 0.67 of a core on hundreds of fetch and produce
+round trips a second. Waiting 25 ms under load gathers them (at 10 MB/s and more, 128 KiB
+arrives sooner than that).
+
 A partition that comes back into a session after more than :data:`GAP_SIGN_S` out of it, or
 fetched again after no request went to its node for that long (its fetched records waited for
 the caller), is reported to the consumer's
@@ -55,6 +64,9 @@ _SESSION_ERRORS = {70, 71}  # FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_
 _MAX_EPOCH = 2 ** 31 - 1
 #: How long a partition may stay out of its fetch session before its return counts as a topic-change sign.
 GAP_SIGN_S = 0.25
+#: While records flow from a node: the least a fetch asks the broker to gather, and the longest it waits.
+FLOWING_MIN_BYTES = 128 * 1024
+FLOWING_MAX_WAIT_MS = 25
 
 Entry = tuple[int, int]  # (fetch offset, max bytes)
 Key = tuple[str, int]  # (topic, partition): a plain tuple, cheaper to make than a TopicPartition
@@ -78,9 +90,13 @@ class _SessionFetchRequest(FetchRequest):
     """aiokafka's FetchRequest with session fields, the changed partitions and the forgotten ones."""
 
     def __init__(self, full: FetchRequest, session_id: int, epoch: int,
-                 changed: list[tuple[str, list[tuple[int, int, int]]]], forgotten: list[tuple[str, list[int]]]):
-        super().__init__(full._max_wait_ms, full._min_bytes, full._max_bytes, full._isolation_level, changed,
-                         full._rack_id)
+                 changed: list[tuple[str, list[tuple[int, int, int]]]], forgotten: list[tuple[str, list[int]]],
+                 flowing: bool = False):
+        max_wait, min_bytes = full._max_wait_ms, full._min_bytes
+        if flowing:
+            max_wait = min(max_wait, FLOWING_MAX_WAIT_MS)
+            min_bytes = max(min_bytes, min(FLOWING_MIN_BYTES, full._max_bytes))
+        super().__init__(max_wait, min_bytes, full._max_bytes, full._isolation_level, changed, full._rack_id)
         self.full = full
         self.session = (session_id, epoch)
         self.forgotten = forgotten
@@ -105,8 +121,11 @@ class FetchSessions:
         self._watch = watch
         #: partition -> when it was last left out of (forgotten by) a session
         self._left: dict[Key, float] = {}
-        #: full / incremental requests sent, partitions named in them, session resets (for tests and logs)
+        #: full / incremental requests sent, partitions named in them, session resets, fetches sent
+        #: while records flowed (for tests and logs)
         self.counters: Counter = Counter()
+        #: nodes whose last answer carried records
+        self._flowing: set[int] = set()
 
     def request_for(self, node_id: int, full: FetchRequest) -> tuple[_SessionFetchRequest, dict[Key, Entry]]:
         """The request to send instead of ``full`` to ``node_id``, and the partitions it leaves the session with."""
@@ -120,7 +139,7 @@ class FetchSessions:
             if self._left:
                 for key in wanted:
                     self._returned(key, node_id, now)
-            return _SessionFetchRequest(full, 0, 0, full.topics, []), wanted
+            return _SessionFetchRequest(full, 0, 0, full.topics, [], self._flow(node_id)), wanted
         changed: dict[str, list[tuple[int, int, int]]] = {}
         held = session.partitions
         left = self._left
@@ -142,7 +161,22 @@ class FetchSessions:
         self.counters["partitions_sent"] += sum(len(p) for p in changed.values())
         epoch = session.epoch + 1 if session.epoch < _MAX_EPOCH else 1
         return _SessionFetchRequest(full, session.session_id, epoch, list(changed.items()),
-                                    list(forgotten.items())), wanted
+                                    list(forgotten.items()), self._flow(node_id)), wanted
+
+    def _flow(self, node_id: int) -> bool:
+        flowing = node_id in self._flowing
+        if flowing:
+            self.counters["flowing"] += 1
+        return flowing
+
+    def _note_records(self, node_id: int, response) -> None:
+        """Whether ``response`` carried records decides how the next fetch to ``node_id`` waits."""
+        for _topic, partitions in getattr(response, "topics", ()):
+            for partition in partitions:
+                if partition[-1]:  # the records (message set) of one partition
+                    self._flowing.add(node_id)
+                    return
+        self._flowing.discard(node_id)
 
     def _returned(self, key: Key, node_id: int, now: float) -> None:
         """``key`` is fetched again: a sign for its topic if it was out of every session for long."""
@@ -153,6 +187,7 @@ class FetchSessions:
     def succeeded(self, node_id: int, request: _SessionFetchRequest, response, wanted: dict) -> bool:
         """Record the broker's answer; False when it refused the session (send the fetch again, full)."""
         session = self._sessions[node_id]
+        self._note_records(node_id, response)
         if request.built_version is None or request.built_version < _SESSION_VERSION:
             session.reset()  # no sessions on this broker: aiokafka's full requests went out as they were
             return True
@@ -178,6 +213,7 @@ class FetchSessions:
 
     def failed(self, node_id: int) -> None:
         """The request failed on the way (connection, timeout): the broker's state is unknown, start over."""
+        self._flowing.discard(node_id)
         session = self._sessions.get(node_id)
         if session is not None and session.session_id:
             self.counters["resets"] += 1

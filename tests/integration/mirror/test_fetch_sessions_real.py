@@ -81,3 +81,50 @@ async def test_a_consumer_on_fetch_sessions_reads_everything_once_and_idles_chea
         assert sessions.counters["resets"] == 0
     finally:
         await consumer.stop()
+
+
+async def test_while_records_trickle_in_fetches_gather_them_and_an_empty_answer_ends_that(cluster_a, make_topic):
+    """A trickle (one 100 B record every 2 ms for 2 s, librdkafka with linger.ms=0: one batch per
+    record) read through a session: each fetch gathers many records (the broker waits up to
+    FLOWING_MAX_WAIT_MS for FLOWING_MIN_BYTES), every record arrives once and in order, and once the
+    trickle stops an empty answer puts the node back on the consumer's own fetch settings."""
+    from mirrorline.clients.fetch_sessions import FLOWING_MAX_WAIT_MS, FLOWING_MIN_BYTES
+
+    partitions, records = 4, 1000
+    topic = await make_topic(cluster_a, partitions)
+    consumer = KAFKA_CLIENTS.consumer({"bootstrap.servers": cluster_a.bootstrap_servers,
+                                       "auto.offset.reset": "earliest", "fetch.max.wait.ms": 2000},
+                                      fetch_sessions=True)
+
+    def trickle() -> dict[int, list[bytes]]:
+        import time
+        producer = Producer({"bootstrap.servers": cluster_a.bootstrap_servers, "linger.ms": 0})
+        written: dict[int, list[bytes]] = {}
+        for i in range(records):
+            value = f"{i:05d}".encode().ljust(100, b".")
+            producer.produce(topic, value, partition=i % partitions)
+            written.setdefault(i % partitions, []).append(value)
+            producer.poll(0)
+            time.sleep(0.002)
+        assert producer.flush(30) == 0
+        return written
+
+    await consumer.start()
+    try:
+        sessions = consumer.fetch_sessions
+        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        await consumer.getmany(timeout_ms=500)  # the session is open before the trickle starts
+        before = sessions.counters["full"] + sessions.counters["incremental"]
+        writing = asyncio.create_task(asyncio.to_thread(trickle))
+        got = await read(consumer, records, timeout=60)
+        written = await writing
+        fetches = sessions.counters["full"] + sessions.counters["incremental"] - before
+        assert got == written
+        assert sessions.counters["flowing"] > 0
+        assert fetches < records / 5, f"{fetches} fetches for {records} records: the trickle was not gathered"
+        assert FLOWING_MAX_WAIT_MS <= 50 and FLOWING_MIN_BYTES > 100
+        # the trickle is over: an empty answer, then the consumer's own settings again
+        assert (await consumer.getmany(timeout_ms=3000)) == {}
+        assert not sessions._flowing
+    finally:
+        await consumer.stop()
