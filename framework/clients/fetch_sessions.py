@@ -27,11 +27,12 @@ The broker fetches every partition of the session at its remembered offset, so a
 out of a request because its offset did not change is still read: nothing is skipped. Brokers
 older than Fetch v7 get aiokafka's full requests unchanged.
 
-While a node's fetches bring records, the next fetch to it asks the broker to wait for
+While records flow from a node (its last fetch brought records and was answered within
+:data:`FLOWING_ANSWER_S`), the next fetch to it asks the broker to wait for
 :data:`FLOWING_MIN_BYTES` or :data:`FLOWING_MAX_WAIT_MS`, whichever comes first; once a fetch
-comes back empty, the consumer's own ``fetch.min.bytes`` and ``fetch.max.wait.ms`` apply again
-(1 byte, and up to 5 s for a mirror task), so the first record after a quiet spell is answered at
-once. With ``fetch.min.bytes`` = 1 throughout, a trickle of records was fetched nearly one batch at
+comes back empty, or only after a longer wait (a heartbeat a second), the consumer's own
+``fetch.min.bytes`` and ``fetch.max.wait.ms`` apply again (1 byte, and up to 5 s for a mirror
+task), so the first record after a quiet spell is answered at once. With ``fetch.min.bytes`` = 1 throughout, a trickle of records was fetched nearly one batch at
 a time: at 1 MB/s of 1 KB records a task spent 0.67 of a core on hundreds of fetch and produce
 round trips a second. Waiting 25 ms under load gathers them (at 10 MB/s and more, 128 KiB
 arrives sooner than that).
@@ -67,6 +68,8 @@ GAP_SIGN_S = 0.25
 #: While records flow from a node: the least a fetch asks the broker to gather, and the longest it waits.
 FLOWING_MIN_BYTES = 128 * 1024
 FLOWING_MAX_WAIT_MS = 25
+#: A fetch answered with records within this long means records are flowing.
+FLOWING_ANSWER_S = 0.1
 
 Entry = tuple[int, int]  # (fetch offset, max bytes)
 Key = tuple[str, int]  # (topic, partition): a plain tuple, cheaper to make than a TopicPartition
@@ -169,13 +172,15 @@ class FetchSessions:
             self.counters["flowing"] += 1
         return flowing
 
-    def _note_records(self, node_id: int, response) -> None:
-        """Whether ``response`` carried records decides how the next fetch to ``node_id`` waits."""
-        for _topic, partitions in getattr(response, "topics", ()):
-            for partition in partitions:
-                if partition[-1]:  # the records (message set) of one partition
-                    self._flowing.add(node_id)
-                    return
+    def _note_records(self, node_id: int, response, waited_s: float) -> None:
+        """Whether ``response`` carried records, answered within FLOWING_ANSWER_S, decides how the
+        next fetch to ``node_id`` waits."""
+        if waited_s < FLOWING_ANSWER_S:
+            for _topic, partitions in getattr(response, "topics", ()):
+                for partition in partitions:
+                    if partition[-1]:  # the records (message set) of one partition
+                        self._flowing.add(node_id)
+                        return
         self._flowing.discard(node_id)
 
     def _returned(self, key: Key, node_id: int, now: float) -> None:
@@ -184,10 +189,12 @@ class FetchSessions:
         if since is not None and now - since > GAP_SIGN_S and self._watch is not None:
             self._watch.sign(key[0], node_id)
 
-    def succeeded(self, node_id: int, request: _SessionFetchRequest, response, wanted: dict) -> bool:
-        """Record the broker's answer; False when it refused the session (send the fetch again, full)."""
+    def succeeded(self, node_id: int, request: _SessionFetchRequest, response, wanted: dict,
+                  waited_s: float = 0.0) -> bool:
+        """Record the broker's answer, ``waited_s`` after the request went out; False when it refused
+        the session (send the fetch again, full)."""
         session = self._sessions[node_id]
-        self._note_records(node_id, response)
+        self._note_records(node_id, response, waited_s)
         if request.built_version is None or request.built_version < _SESSION_VERSION:
             session.reset()  # no sessions on this broker: aiokafka's full requests went out as they were
             return True
@@ -236,12 +243,13 @@ def use_fetch_sessions(consumer: AIOKafkaConsumer, watch: FetchErrorWatch | None
             return await original_send(node_id, request, **kwargs)
         for _ in range(2):  # a refused session: once more, as a full request opening a new one
             session_request, wanted = sessions.request_for(node_id, request)
+            sent_at = time.monotonic()
             try:
                 response = await original_send(node_id, session_request, **kwargs)
             except BaseException:
                 sessions.failed(node_id)
                 raise
-            if sessions.succeeded(node_id, session_request, response, wanted):
+            if sessions.succeeded(node_id, session_request, response, wanted, time.monotonic() - sent_at):
                 return response
         return response
 

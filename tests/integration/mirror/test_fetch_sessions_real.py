@@ -128,3 +128,36 @@ async def test_while_records_trickle_in_fetches_gather_them_and_an_empty_answer_
         assert not sessions._flowing
     finally:
         await consumer.stop()
+
+
+async def test_records_a_few_hundred_ms_apart_are_not_gathered(cluster_a, make_topic):
+    """A heartbeat-like trickle (a record every 300 ms): each fetch waited for its record far longer
+    than FLOWING_ANSWER_S, so no fetch is sent in flowing mode (which would only add an empty 25 ms
+    fetch per record) and each record is answered as it comes."""
+    topic = await make_topic(cluster_a, 1)
+    consumer = KAFKA_CLIENTS.consumer({"bootstrap.servers": cluster_a.bootstrap_servers,
+                                       "auto.offset.reset": "earliest", "fetch.max.wait.ms": 2000},
+                                      fetch_sessions=True)
+
+    def slow_trickle() -> list[bytes]:
+        import time
+        producer = Producer({"bootstrap.servers": cluster_a.bootstrap_servers, "linger.ms": 0})
+        values = []
+        for i in range(6):
+            time.sleep(0.3)
+            values.append(b"beat-%d" % i)
+            producer.produce(topic, values[-1], partition=0)
+            assert producer.flush(10) == 0
+        return values
+
+    await consumer.start()
+    try:
+        sessions = consumer.fetch_sessions
+        consumer.assign([TopicPartition(topic, 0)])
+        assert (await consumer.getmany(timeout_ms=1000)) == {}  # the session is open and idle
+        writing = asyncio.create_task(asyncio.to_thread(slow_trickle))
+        got = await read(consumer, 6, timeout=30)
+        assert got == {0: await writing}
+        assert sessions.counters["flowing"] == 0
+    finally:
+        await consumer.stop()
