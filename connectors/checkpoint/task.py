@@ -40,6 +40,19 @@ log = logging.getLogger(__name__)
 GROUPS_IN_FLIGHT = 16
 
 
+def next_cycle(monotonic_now: float, wall_now: float, interval_s: float) -> float:
+    """When (on the monotonic clock) the next checkpoint cycle starts: at the next multiple of the
+    interval in wall-clock time, so that every checkpoint task of a connector, on whichever worker,
+    starts its cycle at the same moment and a cycle over all groups is one cycle, not several
+    spread over the interval by when each task happened to start (the first cycle still runs as
+    soon as a task starts).
+
+    >>> next_cycle(1000.0, 120.5, 60)
+    1059.5
+    """
+    return monotonic_now + interval_s - wall_now % interval_s
+
+
 def reread_estimate(store: OffsetSyncStore, topic: str, partition: int, upstream: int, translated: int) -> int:
     """Records a consumer would read again after failing over at ``translated`` instead of its exact position."""
     if store.translate_exact(topic, partition, upstream) == translated:
@@ -103,7 +116,7 @@ class MirrorCheckpointTask(SourceTask):
             await asyncio.sleep(min(wait, self.step_s))
             self._update_age_metrics()
             return []
-        self._next_emit = time.monotonic() + self.interval_s
+        self._next_emit = next_cycle(time.monotonic(), time.time(), self.interval_s)
         records = []
         for found in await self._checkpoint_groups():
             records.extend(found)
