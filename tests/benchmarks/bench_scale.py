@@ -59,7 +59,12 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import scale_kit  # noqa: F401 - puts tests/ and this directory on sys.path
+# Brokers get the heap Kafka's own kafka-server-start.sh gives them (-Xmx1G -Xms1G), not the test
+# harness's 512 MiB: at 8,000 partitions on top of the smaller sizes' copies (over 12,000 partition
+# directories on B), a 512 MiB broker ran out of heap. MIRRORLINE_KAFKA_HEAP still wins.
+os.environ.setdefault("MIRRORLINE_KAFKA_HEAP", "-Xms1g -Xmx1g")
+
+import scale_kit  # noqa: E402,F401 - puts tests/ and this directory on sys.path
 from scale_kit import (
     DEFAULT_MAX_LOAD,
     Engine,
@@ -690,7 +695,8 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[Run] = []
     count = 0
     try:
-        log(f"Apache Kafka {KAFKA_VERSION}; {load_banner(args.max_load)}; state under {tmp}")
+        log(f"Apache Kafka {KAFKA_VERSION}, broker heap '{os.environ['MIRRORLINE_KAFKA_HEAP']}'; "
+            f"{load_banner(args.max_load)}; state under {tmp}")
         resolve_kafka_classpath()
         if "mm2" in engines:
             resolve_mm2_classpath()
