@@ -1,4 +1,4 @@
-"""aiokafka's "retrying" warnings, thinned: the 1st, 10th, 100th, ... of a burst, each saying how many.
+"""aiokafka's repeated warnings, thinned: the 1st, 10th, 100th, ... of a burst, each saying how many.
 
 aiokafka's producer logs one WARNING per batch a broker answers with a retriable error ("Got
 error produce response on topic-partition ..., retrying. Error: NotLeaderForPartitionError"),
@@ -6,6 +6,9 @@ as Kafka's Java producer does. While a target cluster elects leaders for thousan
 partitions (a mirror's first minutes at scale, a broker restart) that is thousands of lines
 saying one thing: 8,705 of them in the first 80 s of an 8,000-partition mirror. The batches are
 retried either way; the log should still show that it happened, how often, and when it stopped.
+The same mirror's producers logged 7,598 ERROR lines "Topic ... not found in cluster metadata"
+(aiokafka's metadata refresh, one per topic per refresh) while the target still created the
+remote topics they were about to write to; those are thinned the same way.
 
 :class:`RepeatedWarnings` lets through the warnings numbered 1, 10, 100, 1,000, ... of a burst,
 each with the count so far, and ends a burst after ``quiet_s`` without one (the next is number 1
@@ -23,19 +26,31 @@ __all__ = ["RepeatedWarnings", "thin_retry_warnings"]
 PRODUCER_SENDER_LOGGER = "aiokafka.producer.sender"
 #: the start of those warnings' format string
 RETRY_WARNING_PREFIX = "Got error produce response on topic-partition"
+#: the logger of aiokafka's metadata, and the start of its per-topic "unknown topic" error
+CLUSTER_LOGGER = "aiokafka.cluster"
+UNKNOWN_TOPIC_PREFIX = "Topic %s not found in cluster metadata"
+#: (logger, format-string prefix, what a thinned line adds) of each repeated warning thinned
+THINNED = ((PRODUCER_SENDER_LOGGER, RETRY_WARNING_PREFIX, "the batches are retried"),
+           (CLUSTER_LOGGER, UNKNOWN_TOPIC_PREFIX, "a topic just created is usually known a moment later"))
 
 
 class RepeatedWarnings(logging.Filter):
     """A logging filter that thins records whose format string starts with ``prefix`` (see module)."""
 
-    def __init__(self, prefix: str, quiet_s: float = 60.0, clock=time.monotonic):
+    def __init__(self, prefix: str, quiet_s: float = 60.0, clock=time.monotonic,
+                 meaning: str = "the batches are retried"):
         super().__init__()
         self._prefix = prefix
+        self._meaning = meaning
         self._quiet_s = quiet_s
         self._clock = clock
         self._count = 0
         self._last = 0.0
         self._previous_burst = 0
+
+    def reset(self) -> None:
+        """Forget the current burst (the next matching line is number 1)."""
+        self._count, self._previous_burst = 0, 0
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not isinstance(record.msg, str) or not record.msg.startswith(self._prefix):
@@ -52,18 +67,19 @@ class RepeatedWarnings(logging.Filter):
             note = " (first of a burst; repeats are counted, not each logged"
             note += f"; the previous burst had {self._previous_burst})" if self._previous_burst else ")"
         else:
-            note = f" ({count} such warnings in this burst so far; the batches are retried)"
+            note = f" ({count} such lines in this burst so far; {self._meaning})"
         record.msg = record.msg + note.replace("%", "%%")
         return True
 
 
-_installed: RepeatedWarnings | None = None
+_installed: list[RepeatedWarnings] = []
 
 
-def thin_retry_warnings() -> RepeatedWarnings:
-    """Install the filter on aiokafka's producer sender logger (once per process); returns it."""
-    global _installed
-    if _installed is None:
-        _installed = RepeatedWarnings(RETRY_WARNING_PREFIX)
-        logging.getLogger(PRODUCER_SENDER_LOGGER).addFilter(_installed)
+def thin_retry_warnings() -> list[RepeatedWarnings]:
+    """Install a filter for each of :data:`THINNED` on its logger (once per process); returns them."""
+    if not _installed:
+        for logger, prefix, meaning in THINNED:
+            thinning = RepeatedWarnings(prefix, meaning=meaning)
+            logging.getLogger(logger).addFilter(thinning)
+            _installed.append(thinning)
     return _installed

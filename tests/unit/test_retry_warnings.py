@@ -38,8 +38,8 @@ def test_a_burst_logs_the_first_the_tenth_and_the_hundredth_with_counts(caplog):
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 5, lines
     assert "partition=0)" in lines[0] and "first of a burst" in lines[0]
-    assert "partition=9)" in lines[1] and "10 such warnings" in lines[1]
-    assert "partition=99)" in lines[2] and "100 such warnings" in lines[2]
+    assert "partition=9)" in lines[1] and "10 such lines" in lines[1]
+    assert "partition=99)" in lines[2] and "100 such lines" in lines[2]
     assert lines[3] == "something else entirely"
     assert "the previous burst had 250" in lines[4]
 
@@ -54,3 +54,18 @@ def test_a_percent_sign_in_the_message_survives_formatting(caplog):
     finally:
         logger.removeFilter(thinning)
     assert "topic='100%'" in caplog.records[0].getMessage()
+
+
+def test_aiokafkas_unknown_topic_errors_are_thinned_once_installed(caplog):
+    from mirrorline.clients.retry_warnings import thin_retry_warnings
+
+    for thinning in thin_retry_warnings():
+        thinning.reset()  # another test's producer may have logged such lines in this process
+    thin_retry_warnings()  # once per process, whatever the number of producers
+    cluster = logging.getLogger("aiokafka.cluster")
+    assert sum(isinstance(f, RepeatedWarnings) for f in cluster.filters) == 1
+    with caplog.at_level(logging.ERROR, logger="aiokafka.cluster"):
+        for i in range(30):
+            cluster.error("Topic %s not found in cluster metadata", f"S1.t{i:05d}")
+    lines = [r.getMessage() for r in caplog.records if r.name == "aiokafka.cluster"]
+    assert len(lines) == 2 and "S1.t00009" in lines[1] and "10 such lines" in lines[1]
