@@ -45,10 +45,11 @@ from mirrorline.clients.topic_ids import read_topic_ids
 #: What aiokafka raises that the wall translates.
 AIO_ERRORS = (ak.KafkaError, ak.ConsumerStoppedError)
 #: How long aiokafka's fetch loop sleeps when nothing wakes it (its ``consumer_timeout_ms``, passed
-#: to the fetcher as ``fetcher_timeout``; 200 ms by default). Each wake-up walks every assigned partition; a fetch answered, a seek, a reset, a
-#: resume, records consumed and a new assignment all wake it at once, so the timeout is only a
-#: safety net. At 4,000 partitions per task, five walks a second were an idle mirror's largest cost.
-FETCH_LOOP_WAKEUP_MS = 2000
+#: to the fetcher as ``fetcher_timeout``; 200 ms by default). Each wake-up walks every assigned
+#: partition. A fetch answered, a seek, a reset, a resume, records consumed and a new assignment
+#: all wake it at once (only a KIP-392 preferred read replica's expiry does not), so the timeout is
+#: a safety net. At 4,000 partitions per task, five walks a second were an idle mirror's largest cost.
+FETCH_LOOP_WAKEUP_MS = 10_000
 
 
 def aio(partitions: Iterable[TopicPartition]) -> list[AioPartition]:
