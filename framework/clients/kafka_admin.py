@@ -198,7 +198,8 @@ class CreateTopicsV4Request(Request[CreateTopicsV4Struct]):
 #: Metadata records one CreateTopics request may cost at most. A KRaft controller refuses a request
 #: whose records (one per topic, one per partition, one per config) exceed 10,000, or whose partitions
 #: do, with POLICY_VIOLATION "Unable to perform excessively large batch operation" (KAFKA-14996,
-#: KAFKA-17870); Java MM2 sends every new topic in one request and fails there (KAFKA-19327).
+#: KAFKA-17870); Java MM2 sends every new topic of a refresh in one request, and creates none of them
+#: past that limit (KAFKA-19327).
 MAX_RECORDS_PER_CREATE_TOPICS = 5_000
 #: what a topic with the broker's default partition count (-1) is counted as, not knowing num.partitions
 _DEFAULT_PARTITIONS_ESTIMATE = 50

@@ -199,6 +199,20 @@ def create_topics(bootstrap: str, names: list[str], partitions: int, chunk: int 
                     raise RuntimeError(f"creating {name}: {exc}") from exc
 
 
+def delete_topics_with_prefix(bootstrap: str, prefix: str, chunk: int = 200) -> int:
+    """Delete every topic whose name starts with ``prefix``; returns how many were asked to go."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    names = sorted(t for t in admin.list_topics(timeout=60).topics if t.startswith(prefix))
+    for start in range(0, len(names), chunk):
+        for name, future in admin.delete_topics(names[start:start + chunk], request_timeout=120).items():
+            try:
+                future.result()
+            except Exception as exc:  # noqa: BLE001
+                if "UNKNOWN_TOPIC" not in str(exc):
+                    raise RuntimeError(f"deleting {name}: {exc}") from exc
+    return len(names)
+
+
 def end_offsets(bootstrap: str, partitions: list[tuple[str, int]], chunk: int = 5000) -> dict[tuple[str, int], int]:
     """End offsets of many partitions with ListOffsets; a partition that does not exist (yet) is left out."""
     admin = AdminClient({"bootstrap.servers": bootstrap})

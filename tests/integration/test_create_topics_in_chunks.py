@@ -3,8 +3,9 @@
 A KRaft controller refuses a CreateTopics request that costs more than 10,000 metadata records
 (one per topic, one per partition, one per config) with POLICY_VIOLATION, "Unable to perform
 excessively large batch operation" (KAFKA-14996). MirrorSource creates every new remote topic of a
-refresh at once: 2,000 topics of 4 partitions (10,000 records) was enough to leave every one of
-them uncreated, refresh after refresh. (Java MM2 has the same bug: KAFKA-19327.)
+refresh at once: 2,000 topics of 4 partitions plus the heartbeats topic (10,002 records) was
+enough to leave every one of them uncreated, refresh after refresh. (Java MM2 has the same bug past
+10,000 records: KAFKA-19327.)
 
 The test makes the controller's limit bite cheaply, with topic configs rather than thousands of
 partitions: 420 one-partition topics with 22 configs each cost 10,080 records. Sent as one request
