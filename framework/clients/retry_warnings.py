@@ -8,7 +8,9 @@ saying one thing: 8,705 of them in the first 80 s of an 8,000-partition mirror. 
 retried either way; the log should still show that it happened, how often, and when it stopped.
 The same mirror's producers logged 7,598 ERROR lines "Topic ... not found in cluster metadata"
 (aiokafka's metadata refresh, one per topic per refresh) while the target still created the
-remote topics they were about to write to; those are thinned the same way.
+remote topics they were about to write to; those are thinned the same way, and so are the
+connection, metadata, fetch and produce errors every client repeats while a cluster is down
+(:data:`THINNED`).
 
 :class:`RepeatedWarnings` lets through the warnings numbered 1, 10, 100, 1,000, ... of a burst,
 each with the count so far, and ends a burst after ``quiet_s`` without one (the next is number 1
@@ -29,9 +31,16 @@ RETRY_WARNING_PREFIX = "Got error produce response on topic-partition"
 #: the logger of aiokafka's metadata, and the start of its per-topic "unknown topic" error
 CLUSTER_LOGGER = "aiokafka.cluster"
 UNKNOWN_TOPIC_PREFIX = "Topic %s not found in cluster metadata"
-#: (logger, format-string prefix, what a thinned line adds) of each repeated warning thinned
+_BROKER_DOWN = "the client keeps retrying; check that the cluster's brokers are up and reachable"
+#: (logger, format-string prefix, what a thinned line adds) of each repeated warning thinned. The
+#: last four are what every client of a worker logs, several times a second each, while a cluster
+#: is down: 135,524 "Unable connect" lines in 18 minutes from one worker whose brokers had stopped.
 THINNED = ((PRODUCER_SENDER_LOGGER, RETRY_WARNING_PREFIX, "the batches are retried"),
-           (CLUSTER_LOGGER, UNKNOWN_TOPIC_PREFIX, "a topic just created is usually known a moment later"))
+           (CLUSTER_LOGGER, UNKNOWN_TOPIC_PREFIX, "a topic just created is usually known a moment later"),
+           ("aiokafka", "Unable connect to node with id", _BROKER_DOWN),
+           ("aiokafka", "Unable to update metadata from", _BROKER_DOWN),
+           ("aiokafka.consumer.fetcher", "Failed fetch messages from", _BROKER_DOWN),
+           (PRODUCER_SENDER_LOGGER, "Got error produce response: %s", _BROKER_DOWN))
 
 
 class RepeatedWarnings(logging.Filter):

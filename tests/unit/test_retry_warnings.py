@@ -69,3 +69,18 @@ def test_aiokafkas_unknown_topic_errors_are_thinned_once_installed(caplog):
             cluster.error("Topic %s not found in cluster metadata", f"S1.t{i:05d}")
     lines = [r.getMessage() for r in caplog.records if r.name == "aiokafka.cluster"]
     assert len(lines) == 2 and "S1.t00009" in lines[1] and "10 such lines" in lines[1]
+
+
+def test_a_cluster_that_is_down_logs_counts_not_floods(caplog):
+    from mirrorline.clients.retry_warnings import thin_retry_warnings
+
+    for thinning in thin_retry_warnings():
+        thinning.reset()
+    client = logging.getLogger("aiokafka")
+    with caplog.at_level(logging.ERROR, logger="aiokafka"):
+        for _ in range(150):
+            client.error("Unable connect to node with id %s: %s", 1, "[Errno 111] Connect call failed")
+            client.error("Unable to update metadata from %s", [1])
+    lines = [r.getMessage() for r in caplog.records if r.name == "aiokafka"]
+    assert len(lines) == 6  # 1st, 10th and 100th of each
+    assert "100 such lines" in lines[-1] and "brokers are up and reachable" in lines[-1]
