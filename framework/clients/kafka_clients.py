@@ -29,6 +29,7 @@ from mirrorline.api.config import Password
 from mirrorline.api.errors import ConfigError
 from mirrorline.clients.jaas import single_login_module
 from mirrorline.clients import no_auto_create
+from mirrorline.clients.retry_warnings import thin_retry_warnings
 
 _INT = int
 _STR = str
@@ -116,6 +117,7 @@ def client_kwargs(props: Mapping[str, Any], role: str) -> tuple[dict[str, Any], 
     missing or unreadable store, a wrong store or key password.
     """
     no_auto_create.install()  # no client mirrorline configures may auto-create topics (idempotent)
+    thin_retry_warnings()  # consumers and admins repeat "Unable connect" as producers do (idempotent)
     table = {**_COMMON, **_ROLES[role]}
     props = {key: _plain(value) for key, value in props.items()}
     protocol = str(props.get("security.protocol", "PLAINTEXT")).strip().upper() or "PLAINTEXT"
