@@ -24,6 +24,8 @@ from aiokafka.protocol.abstract import AbstractType
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.types import Boolean, CompactArray, CompactString, Int16, Int32, Schema, TaggedFields
 
+from mirrorline.clients.metadata_v12 import MetadataResponseV12
+
 _METADATA_API_KEY = 3
 _ZERO = bytes(16)
 #: Topics named per Metadata request: at thousands of topics one answer takes long to decode (the
@@ -76,12 +78,16 @@ class MetadataResponse_v12(Response):
 
 
 class MetadataRequest_v12(RequestStruct):
-    """Metadata v12 request: topics by ID or name (ID all zeros: by name), no auto-creation."""
+    """Metadata v12 request: topics by ID or name (ID all zeros: by name), no auto-creation.
+
+    Its answer is read by :mod:`.metadata_v12`'s hand decoder; :class:`MetadataResponse_v12` is the
+    same layout as a schema, kept to encode answers in tests and to check the decoder against.
+    """
 
     FLEXIBLE_VERSION = True
     API_KEY = _METADATA_API_KEY
     API_VERSION = 12
-    RESPONSE_TYPE = MetadataResponse_v12
+    RESPONSE_TYPE = MetadataResponseV12
     SCHEMA = Schema(
         ("topics", CompactArray(("topic_id", Uuid), ("name", CompactString("utf-8")), ("tags", TaggedFields))),
         ("allow_auto_topic_creation", Boolean),
@@ -94,12 +100,15 @@ TopicIdsRequestStruct: TypeAlias = MetadataRequest_v12
 
 
 class TopicIdsRequest(Request[TopicIdsRequestStruct]):
-    """The metadata of ``topics`` (by name), never creating one; brokers below v12 cannot answer it."""
+    """The metadata of ``topics`` (by name; None: every topic), never creating one.
+
+    Brokers below v12 (Kafka before 3.1) cannot answer it: sending it raises ``NotImplementedError``.
+    """
 
     API_KEY = _METADATA_API_KEY
 
-    def __init__(self, topics: Iterable[str]):
-        self._topics = [(_ZERO, name, {}) for name in topics]
+    def __init__(self, topics: Iterable[str] | None):
+        self._topics = None if topics is None else [(_ZERO, name, {}) for name in topics]
 
     def build(self, request_struct_class: type[TopicIdsRequestStruct]) -> TopicIdsRequestStruct:
         """Instantiate the chosen version's struct with this request's fields."""

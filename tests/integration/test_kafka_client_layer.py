@@ -110,6 +110,35 @@ async def test_admin_topics_configs_and_cluster(cluster_a, unique_name):
     assert len((await asyncio.to_thread(rd_topics, bootstrap))[topic].partitions) == 3
 
 
+def _commit_one_offset(bootstrap: str, topic: str) -> None:
+    consumer = RdConsumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-group"})
+    try:
+        consumer.commit(offsets=[RdPartition(topic, 0, 0)], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+async def test_describe_topics_matches_librdkafka(cluster_a, make_topic):
+    """Every topic of the cluster, described with Metadata v12 and the hand decoder
+    (:mod:`mirrorline.clients.metadata_v12`), as librdkafka's own Metadata request sees it."""
+    bootstrap = cluster_a.bootstrap_servers
+    topics = [await make_topic(cluster_a, n, "wall-describe") for n in (1, 3, 5)]
+    await asyncio.to_thread(_commit_one_offset, bootstrap, topics[0])  # so __consumer_offsets exists
+    async with KAFKA_CLIENTS.admin({"bootstrap.servers": bootstrap}) as admin:
+        described = {d.name: d for d in await until(lambda: admin.describe_topics())}
+        named = await admin.describe_topics(topics)
+        assert admin._metadata_v12  # the broker answered v12: no fallback to aiokafka's request
+    rd = await asyncio.to_thread(rd_topics, bootstrap)
+    assert set(described) == set(rd)
+    for name, theirs in rd.items():
+        ours = described[name]
+        assert ours.error is None
+        assert [(p.partition, p.leader, list(p.replicas), list(p.isr)) for p in ours.partitions] == sorted(
+            (p.id, p.leader, list(p.replicas), list(p.isrs)) for p in theirs.partitions.values())
+    assert [len(d.partitions) for d in named] == [1, 3, 5]
+    assert described["__consumer_offsets"].internal and not described[topics[0]].internal
+
+
 async def _configs_when(admin, topic, ready):
     configs = {e.name: e for e in (await admin.describe_topic_configs([topic])).get(topic, [])}
     return configs if configs and ready(configs) else None
