@@ -40,6 +40,7 @@ from mirrorline.clients.fetch_sessions import FetchSessions, use_fetch_sessions
 from mirrorline.clients.fetched_batches import coalesce
 from mirrorline.clients.side_connections import list_offsets_aside
 from mirrorline.clients.kafka_clients import client_kwargs
+from mirrorline.clients.fetch_planner import use_fast_plans
 from mirrorline.clients.topic_ids import read_topic_ids
 
 #: What aiokafka raises that the wall translates.
@@ -107,6 +108,8 @@ class KafkaConsumer(Consumer):
         list_offsets_aside(self._consumer)
         if self._use_fetch_sessions:
             self.fetch_sessions = use_fetch_sessions(self._consumer, self.fetch_errors)
+            if self.fetch_sessions is not None:
+                use_fast_plans(self._consumer)
         if self._fetch_batches is not None:
             self.capture = capture_batches(self._consumer, read_committed=self.read_committed,
                                            check_crcs=self._check_crcs)

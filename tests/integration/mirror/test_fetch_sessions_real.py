@@ -17,6 +17,7 @@ import pytest
 from confluent_kafka import Producer
 
 from mirrorline.api import Consumer, TopicPartition
+from mirrorline.clients.fetch_planner import plan_actions
 from mirrorline.clients.runtime_clients import KAFKA_CLIENTS
 
 pytestmark = pytest.mark.integration
@@ -78,7 +79,17 @@ async def test_a_consumer_on_fetch_sessions_reads_everything_once_and_idles_chea
             consumer.seek(TopicPartition(topic, p), 0)
         again = await read(consumer, 4 * 8)
         assert again == {p: first[p] + second[p] for p in range(0, PARTITIONS, 10)}
+
+        # a paused partition is left out of fetches until resumed, then read from where it stopped
+        # (the fast plan's resume futures wake the fetch loop: :mod:`mirrorline.clients.fetch_planner`)
+        consumer.pause(TopicPartition(topic, 7))
+        third = await asyncio.to_thread(produce, cluster_a.bootstrap_servers, topic, 2, "third")
+        unpaused = await read(consumer, 2 * (PARTITIONS - 1))
+        assert 7 not in unpaused and unpaused == {p: third[p] for p in range(PARTITIONS) if p != 7}
+        consumer.resume(TopicPartition(topic, 7))
+        assert await read(consumer, 2, timeout=10) == {7: third[7]}
         assert sessions.counters["resets"] == 0
+        assert consumer._consumer._fetcher._get_actions_per_node.__func__ is plan_actions
     finally:
         await consumer.stop()
 

@@ -1,0 +1,151 @@
+"""A cheaper plan for aiokafka's fetch loop, for consumers holding thousands of partitions.
+
+aiokafka's fetch loop decides what to do next (``Fetcher._get_actions_per_node``) every time it
+wakes: after each fetch answer, each time the caller drains records, on a seek. It walks every
+assigned partition, and for each it calls a handful of methods and a ``log.debug``. A mirror task
+holds thousands of partitions while a trickle (MM2's heartbeats: one record a second) wakes the
+loop twice per record: measured with one consumer over 4,000 partitions and a record a second,
+the plans alone cost 0.8 CPU-s a minute (a fifth of the idle mirror task's CPU at 8,000 partitions,
+most of it the ``log.debug`` calls and method dispatch), for a decision that is "nothing to do"
+on half the wake-ups (the node's fetch is still in flight).
+
+:func:`use_fast_plans` replaces the method on one consumer's fetcher with :func:`plan_actions`,
+which makes the same decision per partition in the same order of tests, reading the partition
+state's fields directly and skipping the preferred-replica lookup while no preferred replica is
+cached (KIP-392: the common case, the leader). The shuffle of each node's partitions is left out:
+under an incremental fetch session (:mod:`.fetch_sessions`, which this is only used with) the
+request names only the partitions that changed, and the broker itself rotates the session's
+partitions for fairness. The test ``tests/unit/test_fetch_planner.py`` checks that both methods
+decide alike over every branch, so an aiokafka release that changes the original is noticed.
+"""
+
+from __future__ import annotations
+
+import collections
+import types
+
+from aiokafka.protocol.fetch import FetchRequest
+
+
+def plan_actions(self, assignment):
+    """``Fetcher._get_actions_per_node`` (aiokafka 0.14) without its per-partition overheads.
+
+    Returns what the original returns: ``(fetch_requests, awaiting_reset, timeout,
+    invalid_metadata, resume_futures)``.
+    """
+    fetchable = collections.defaultdict(list)
+    awaiting_reset = collections.defaultdict(list)
+    backoff_by_nodes = collections.defaultdict(list)
+    resume_futures = []
+    invalid_metadata = False
+    records = self._records
+    cluster = self._client.cluster
+
+    if self._preferred_read_replica:
+        invalid_metadata = _walk(self, assignment, fetchable, awaiting_reset, backoff_by_nodes, resume_futures)
+    else:
+        # Without preferred replicas every partition is fetched from its leader: walk the
+        # partitions grouped by leader, and skip a node's whole group while its fetch is in flight.
+        by_topic = cluster._partitions
+        for tp in records:
+            if tp in assignment._tp_state:
+                backoff = records[tp].calculate_backoff()
+                if backoff:
+                    backoff_by_nodes[_leader(by_topic, tp)].append(backoff)
+        in_flight = self._in_flight
+        for node_id, members in _groups(self, assignment, by_topic).items():
+            if node_id in in_flight:
+                continue
+            if node_id is None or node_id == -1:
+                if any(tp not in records for tp, _state in members):
+                    invalid_metadata = True
+                continue
+            for tp, tp_state in members:
+                if records and tp in records:
+                    continue
+                if tp_state._position is None:
+                    awaiting_reset[node_id].append(tp)
+                elif tp_state._paused:
+                    resume_futures.append(tp_state._resume_fut)
+                else:
+                    fetchable[node_id].append((tp, tp_state._position))
+
+    fetch_requests = []
+    max_partition_bytes = self._max_partition_fetch_bytes
+    for node_id, partition_data in fetchable.items():
+        if node_id in backoff_by_nodes or node_id in awaiting_reset:
+            continue
+        by_topics = collections.defaultdict(list)
+        for tp, position in partition_data:
+            by_topics[tp.topic].append((tp.partition, position, max_partition_bytes))
+        fetch_requests.append((node_id, FetchRequest(
+            self._fetch_max_wait_ms, self._fetch_min_bytes, self._fetch_max_bytes, self._isolation_level,
+            list(by_topics.items()), rack_id=self._client_rack or "")))
+
+    timeout = min(map(max, backoff_by_nodes.values())) if backoff_by_nodes else self._fetcher_timeout
+    return fetch_requests, awaiting_reset, timeout, invalid_metadata, resume_futures
+
+
+def _leader(by_topic: dict, tp):
+    """``ClusterMetadata.leader_for_partition`` over its partitions map."""
+    partitions = by_topic.get(tp.topic)
+    meta = None if partitions is None else partitions.get(tp.partition)
+    return None if meta is None else meta.leader
+
+
+def _groups(fetcher, assignment, by_topic: dict) -> dict:
+    """The assigned partitions (with their states) grouped by leader, kept until the assignment or
+    the cluster metadata changes (aiokafka replaces its partitions map on every update)."""
+    cached = getattr(fetcher, "_mirrorline_groups", None)
+    if cached is not None and cached[0] is assignment and cached[1] is by_topic:
+        return cached[2]
+    groups = collections.defaultdict(list)
+    for tp, tp_state in assignment._tp_state.items():
+        groups[_leader(by_topic, tp)].append((tp, tp_state))
+    fetcher._mirrorline_groups = (assignment, by_topic, dict(groups))
+    return fetcher._mirrorline_groups[2]
+
+
+def _walk(self, assignment, fetchable, awaiting_reset, backoff_by_nodes, resume_futures) -> bool:
+    """The original's per-partition walk (some partitions have a preferred read replica); returns
+    whether some partition's leader is unknown."""
+    invalid_metadata = False
+    records = self._records
+    in_flight = self._in_flight
+    select_replica = self._select_read_replica
+    leader_for = self._client.cluster.leader_for_partition
+    for tp, tp_state in assignment._tp_state.items():
+        node_id = select_replica(tp)
+        if records and tp in records:
+            backoff = records[tp].calculate_backoff()
+            if backoff:
+                backoff_by_nodes[node_id].append(backoff)
+        elif node_id in in_flight:
+            continue
+        elif node_id is None or node_id == -1:
+            invalid_metadata = True
+        elif tp_state._position is None:
+            # ListOffsets must go to the leader (KIP-392 lets only Fetch go to a follower)
+            leader_id = leader_for(tp)
+            if leader_id is None or leader_id == -1:
+                invalid_metadata = True
+            else:
+                awaiting_reset[leader_id].append(tp)
+        elif tp_state._paused:
+            resume_futures.append(tp_state._resume_fut)
+        else:
+            fetchable[node_id].append((tp, tp_state._position))
+    return invalid_metadata
+
+
+def use_fast_plans(consumer) -> bool:
+    """Plan ``consumer``'s fetches with :func:`plan_actions`; False (nothing changed) for an object
+    without aiokafka's fetcher, or one whose fetcher lacks the fields the plan reads."""
+    fetcher = getattr(consumer, "_fetcher", None)
+    needed = ("_records", "_in_flight", "_preferred_read_replica", "_client", "_max_partition_fetch_bytes",
+              "_fetch_max_wait_ms", "_fetch_min_bytes", "_fetch_max_bytes", "_isolation_level",
+              "_fetcher_timeout", "_get_actions_per_node")
+    if fetcher is None or not all(hasattr(fetcher, name) for name in needed):
+        return False
+    fetcher._get_actions_per_node = types.MethodType(plan_actions, fetcher)
+    return True

@@ -1,0 +1,111 @@
+"""The fast fetch plan decides what aiokafka's own ``_get_actions_per_node`` decides, branch by branch.
+
+Both run over the same real aiokafka objects (an ``Assignment`` with its partition states, a
+``ClusterMetadata``): partitions with records still buffered (in and past their backoff), on a node
+with a fetch in flight, without a known leader, awaiting a position reset, paused, fetchable, and
+with a KIP-392 preferred read replica. A release of aiokafka that changes the original's decisions
+fails here.
+"""
+
+import time
+import types
+
+import pytest
+from aiokafka.cluster import ClusterMetadata
+from aiokafka.consumer.fetcher import Fetcher
+from aiokafka.consumer.subscription_state import Assignment
+from aiokafka.structs import BrokerMetadata, PartitionMetadata, TopicPartition
+
+from mirrorline.clients.fetch_planner import plan_actions, use_fast_plans
+
+
+class _Buffered:
+    """A fetched-records entry of aiokafka's ``_records`` with a fixed backoff left."""
+
+    def __init__(self, left: float):
+        self.left = left
+
+    def calculate_backoff(self) -> float:
+        return self.left
+
+
+def _fetcher(leaders: dict[TopicPartition, int]):
+    cluster = ClusterMetadata()
+    cluster._brokers = {n: BrokerMetadata(n, "localhost", 9000 + n, None) for n in (1, 2, 3)}
+    partitions: dict = {}
+    for tp, leader in leaders.items():
+        partitions.setdefault(tp.topic, {})[tp.partition] = PartitionMetadata(tp.topic, tp.partition, leader,
+                                                                               [leader], [leader], None)
+    cluster._partitions = partitions
+    fetcher = types.SimpleNamespace(
+        _records={}, _in_flight=set(), _preferred_read_replica={}, _client=types.SimpleNamespace(cluster=cluster),
+        _max_partition_fetch_bytes=1024, _fetch_max_wait_ms=500, _fetch_min_bytes=1, _fetch_max_bytes=4096,
+        _isolation_level=0, _fetcher_timeout=0.2, _client_rack=None, _preferred_replica_ttl=60)
+    fetcher._select_read_replica = types.MethodType(Fetcher._select_read_replica, fetcher)
+    return fetcher
+
+
+def _decisions(result):
+    fetch_requests, awaiting_reset, timeout, invalid, resume = result
+    fetches = {node: sorted((topic, p, offset) for topic, parts in request._topics for p, offset, _ in parts)
+               for node, request in fetch_requests}
+    resets = {node: sorted(tps) for node, tps in awaiting_reset.items()}
+    return fetches, resets, timeout, invalid, len(resume)
+
+
+def _scenario(preferred: bool):
+    tps = [TopicPartition(f"t{i}", p) for i in range(6) for p in range(3)]
+    leaders = {tp: 1 + (i % 3) for i, tp in enumerate(tps)}
+    leaders[tps[4]] = -1  # leader unavailable
+    del leaders[tps[5]]  # unknown to the metadata
+    fetcher = _fetcher(leaders)
+    assignment = Assignment(tps)
+    for i, tp in enumerate(tps):
+        if i not in (10, 17):  # two partitions (on nodes 2 and 3) still await their position reset
+            assignment.state_value(tp).seek(100 + i)
+    assignment.state_value(tps[6]).pause()
+    assignment.state_value(tps[9]).pause()
+    fetcher._records[tps[1]] = _Buffered(0.05)  # node 2 backs off: no fetch to it
+    fetcher._records[tps[12]] = _Buffered(0)  # past its backoff: skipped, no backoff
+    fetcher._in_flight.add(3)
+    if preferred:
+        fetcher._preferred_read_replica[tps[0]] = (3, time.monotonic() + 60)  # in flight: skipped
+        fetcher._preferred_read_replica[tps[15]] = (2, time.monotonic() - 1)  # expired: the leader again
+    return fetcher, assignment
+
+
+@pytest.mark.parametrize("preferred", [False, True], ids=["leaders", "preferred-replicas"])
+async def test_fast_plan_decides_as_aiokafka_does(preferred):
+    fetcher, assignment = _scenario(preferred)
+    expected = _decisions(Fetcher._get_actions_per_node(fetcher, assignment))
+    fetcher_again, assignment_again = _scenario(preferred)
+    got = _decisions(plan_actions(fetcher_again, assignment_again))
+    assert got == expected
+    fetches, resets, timeout, invalid, resumes = got
+    assert fetches and resets and invalid and resumes == 2  # every branch was taken
+    assert timeout == pytest.approx(0.05)
+
+
+async def test_groups_follow_metadata_and_assignment_changes():
+    fetcher, assignment = _scenario(preferred=False)
+    fetcher._records.clear()
+    fetcher._in_flight.clear()
+    for tp in assignment.tps:
+        assignment.state_value(tp).seek(5)
+    first = _decisions(plan_actions(fetcher, assignment))
+    assert first == _decisions(plan_actions(fetcher, assignment))  # from the cached groups
+    # a metadata update replaces aiokafka's partitions map: every partition now on node 2
+    cluster = fetcher._client.cluster
+    cluster._partitions = {topic: {p: meta._replace(leader=2) for p, meta in parts.items()}
+                           for topic, parts in cluster._partitions.items()}
+    fetches, *_ = _decisions(plan_actions(fetcher, assignment))
+    assert set(fetches) == {2}
+    expected = _decisions(Fetcher._get_actions_per_node(fetcher, assignment))
+    assert _decisions(plan_actions(fetcher, assignment)) == expected
+    smaller = Assignment([TopicPartition("t0", 0)])
+    smaller.state_value(TopicPartition("t0", 0)).seek(7)
+    assert _decisions(plan_actions(fetcher, smaller))[0] == {2: [("t0", 0, 7)]}
+
+
+def test_use_fast_plans_refuses_a_stand_in():
+    assert use_fast_plans(object()) is False
