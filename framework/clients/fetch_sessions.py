@@ -228,6 +228,28 @@ class FetchSessions:
             session.reset()
 
 
+def answered_only(request: FetchRequest, response, wanted: dict[Key, Entry]) -> None:
+    """Narrow aiokafka's own ``request`` to the partitions ``response`` answers for.
+
+    aiokafka reads the answer of a fetch against its request: it maps every partition the request
+    named to its fetch offset (one ``TopicPartition`` each) before it looks at the answer. Under a
+    session the answer holds only the partitions with something new, so at thousands of partitions
+    that map was most of the cost of an idle answer. The request has been sent by now; aiokafka
+    0.14 reads nothing else of it afterwards. A partition answered but unknown to ``wanted``
+    (which the broker does not do) leaves the request as it was.
+    """
+    narrowed = []
+    for topic, partitions in response.topics:
+        entries = []
+        for partition in partitions:
+            entry = wanted.get((topic, partition[0]))
+            if entry is None:
+                return
+            entries.append((partition[0], *entry))
+        narrowed.append((topic, entries))
+    request._topics = narrowed
+
+
 def use_fetch_sessions(consumer: AIOKafkaConsumer, watch: FetchErrorWatch | None = None) -> FetchSessions | None:
     """Make a started consumer's fetches incremental (module docstring); returns its sessions, or
     None for an object without aiokafka's client and fetcher (a test's stand-in consumer). Partitions
@@ -250,6 +272,8 @@ def use_fetch_sessions(consumer: AIOKafkaConsumer, watch: FetchErrorWatch | None
                 sessions.failed(node_id)
                 raise
             if sessions.succeeded(node_id, session_request, response, wanted, time.monotonic() - sent_at):
+                if session_request.built_version is not None and session_request.built_version >= _SESSION_VERSION:
+                    answered_only(request, response, wanted)
                 return response
         return response
 

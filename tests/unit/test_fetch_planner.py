@@ -109,3 +109,22 @@ async def test_groups_follow_metadata_and_assignment_changes():
 
 def test_use_fast_plans_refuses_a_stand_in():
     assert use_fast_plans(object()) is False
+
+
+def test_an_answered_fetch_request_is_narrowed_to_the_answered_partitions():
+    """aiokafka maps the partitions of the request it sent before reading the answer: under a
+    session only the answered ones are left for it (:func:`fetch_sessions.answered_only`)."""
+    from aiokafka.protocol.fetch import FetchRequest
+
+    from mirrorline.clients.fetch_sessions import answered_only
+
+    topics = [("a", [(0, 10, 99), (1, 20, 99)]), ("b", [(0, 30, 99)])]
+    wanted = {(t, p): (offset, size) for t, parts in topics for p, offset, size in parts}
+    request = FetchRequest(500, 1, 1000, 0, list(topics))
+    answer = types.SimpleNamespace(topics=[("a", [(1, 0, 25, b"")])])
+    answered_only(request, answer, wanted)
+    assert request.topics == [("a", [(1, 20, 99)])]
+
+    request = FetchRequest(500, 1, 1000, 0, list(topics))
+    answered_only(request, types.SimpleNamespace(topics=[("c", [(0, 0, 5, b"")])]), wanted)
+    assert request.topics == topics  # an answer for a partition never asked for: left alone
