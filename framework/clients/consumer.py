@@ -88,6 +88,8 @@ class KafkaConsumer(Consumer):
         self._sign_nodes: dict[str, int] = {}
         #: False once a broker could not answer Metadata v12 (no topic IDs in this cluster)
         self._topic_ids_supported = True
+        #: aiokafka's assignment set last seen by assignment(), and ours for it
+        self._assignment_seen: tuple[Any, frozenset[TopicPartition]] | None = None
 
     @classmethod
     def from_settings(cls, props: Mapping[str, Any], *, fetch_batches: BatchFetch | None = None,
@@ -109,7 +111,7 @@ class KafkaConsumer(Consumer):
         if self._use_fetch_sessions:
             self.fetch_sessions = use_fetch_sessions(self._consumer, self.fetch_errors)
             if self.fetch_sessions is not None:
-                use_fast_plans(self._consumer)
+                use_fast_plans(self._consumer, self.fetch_sessions.fetched_bytes)
         if self._fetch_batches is not None:
             self.capture = capture_batches(self._consumer, read_committed=self.read_committed,
                                            check_crcs=self._check_crcs)
@@ -125,7 +127,13 @@ class KafkaConsumer(Consumer):
         self._consumer.assign(aio(partitions))
 
     def assignment(self) -> set[TopicPartition]:
-        return {ours(tp) for tp in self._consumer.assignment()}
+        assigned = self._consumer.assignment()
+        cached = self._assignment_seen
+        if cached is None or cached[0] is not assigned:
+            # aiokafka hands out the same frozenset until the assignment changes: convert it once
+            # (the stall watchdog asks every few seconds, over thousands of partitions)
+            self._assignment_seen = cached = (assigned, frozenset(ours(tp) for tp in assigned))
+        return set(cached[1])
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
         try:

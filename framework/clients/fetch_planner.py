@@ -17,6 +17,16 @@ under an incremental fetch session (:mod:`.fetch_sessions`, which this is only u
 request names only the partitions that changed, and the broker itself rotates the session's
 partitions for fairness. The test ``tests/unit/test_fetch_planner.py`` checks that both methods
 decide alike over every branch, so an aiokafka release that changes the original is noticed.
+
+One decision is added: **a prefetch bound**. aiokafka fetches for every partition without
+records waiting in its buffer, so a task whose target is slower than its source buffers up to
+``max.partition.fetch.bytes`` per partition: at 8,000 partitions of 30 KB of history each, the
+whole history sat in memory (peak RSS 500 MiB) while the target created topics and elected
+leaders. With the sizes of the latest answers (kept by :mod:`.fetch_sessions`), the plan sends
+no fetch while the records waiting for the caller add up to ``fetch.max.bytes`` (default 50 MiB,
+the most one answer may carry), and otherwise asks for no more than what is left of it. Each
+drain by the caller wakes the loop, so fetching resumes as soon as there is room. Beyond Java's
+consumer, which bounds only each answer.
 """
 
 from __future__ import annotations
@@ -40,6 +50,9 @@ def plan_actions(self, assignment):
     invalid_metadata = False
     records = self._records
     cluster = self._client.cluster
+    max_partition_bytes = self._max_partition_fetch_bytes
+    #: node -> its fetch request's partitions by topic
+    grouped: dict = {}
 
     if self._preferred_read_replica:
         invalid_metadata = _walk(self, assignment, fetchable, awaiting_reset, backoff_by_nodes, resume_futures)
@@ -60,6 +73,7 @@ def plan_actions(self, assignment):
                 if any(tp not in records for tp, _state in members):
                     invalid_metadata = True
                 continue
+            by_topics = grouped[node_id] = collections.defaultdict(list)
             for tp, tp_state in members:
                 if records and tp in records:
                     continue
@@ -67,19 +81,35 @@ def plan_actions(self, assignment):
                     awaiting_reset[node_id].append(tp)
                 elif tp_state._paused:
                     resume_futures.append(tp_state._resume_fut)
-                else:
-                    fetchable[node_id].append((tp, tp_state._position))
+                else:  # straight into the request's layout: one pass, not two
+                    by_topics[tp.topic].append((tp.partition, tp_state._position, max_partition_bytes))
 
-    fetch_requests = []
-    max_partition_bytes = self._max_partition_fetch_bytes
     for node_id, partition_data in fetchable.items():
-        if node_id in backoff_by_nodes or node_id in awaiting_reset:
-            continue
-        by_topics = collections.defaultdict(list)
+        by_topics = grouped[node_id] = collections.defaultdict(list)
         for tp, position in partition_data:
             by_topics[tp.topic].append((tp.partition, position, max_partition_bytes))
+    fetch_requests = []
+    max_bytes = self._fetch_max_bytes
+    fetched_bytes = getattr(self, "_mirrorline_fetched_bytes", None)
+    if fetched_bytes is not None and records:
+        # Prefetch bound: records fetched and not yet handed over stay under fetch.max.bytes.
+        # Those of paused partitions do not count: the caller cannot drain them, and fetching
+        # for the others must not wait for a resume.
+        states = assignment._tp_state
+        buffered = 0
+        for tp in records:
+            state = states.get(tp)
+            if state is not None and not state._paused:
+                buffered += fetched_bytes.get(tp, 0)
+        if buffered >= max_bytes:
+            grouped = {}  # fetch again once the caller has drained some (that wakes the loop)
+        else:
+            max_bytes -= buffered
+    for node_id, by_topics in grouped.items():
+        if not by_topics or node_id in backoff_by_nodes or node_id in awaiting_reset:
+            continue
         fetch_requests.append((node_id, FetchRequest(
-            self._fetch_max_wait_ms, self._fetch_min_bytes, self._fetch_max_bytes, self._isolation_level,
+            self._fetch_max_wait_ms, self._fetch_min_bytes, max_bytes, self._isolation_level,
             list(by_topics.items()), rack_id=self._client_rack or "")))
 
     timeout = min(map(max, backoff_by_nodes.values())) if backoff_by_nodes else self._fetcher_timeout
@@ -138,9 +168,13 @@ def _walk(self, assignment, fetchable, awaiting_reset, backoff_by_nodes, resume_
     return invalid_metadata
 
 
-def use_fast_plans(consumer) -> bool:
+def use_fast_plans(consumer, fetched_bytes: dict | None = None) -> bool:
     """Plan ``consumer``'s fetches with :func:`plan_actions`; False (nothing changed) for an object
-    without aiokafka's fetcher, or one whose fetcher lacks the fields the plan reads."""
+    without aiokafka's fetcher, or one whose fetcher lacks the fields the plan reads.
+
+    With ``fetched_bytes`` (partition -> size of the records its latest answer carried, kept by
+    :mod:`.fetch_sessions`), the plan bounds what is fetched ahead of the caller to
+    ``fetch.max.bytes``."""
     fetcher = getattr(consumer, "_fetcher", None)
     needed = ("_records", "_in_flight", "_preferred_read_replica", "_client", "_max_partition_fetch_bytes",
               "_fetch_max_wait_ms", "_fetch_min_bytes", "_fetch_max_bytes", "_isolation_level",
@@ -148,4 +182,5 @@ def use_fast_plans(consumer) -> bool:
     if fetcher is None or not all(hasattr(fetcher, name) for name in needed):
         return False
     fetcher._get_actions_per_node = types.MethodType(plan_actions, fetcher)
+    fetcher._mirrorline_fetched_bytes = fetched_bytes
     return True

@@ -129,6 +129,8 @@ class FetchSessions:
         self.counters: Counter = Counter()
         #: nodes whose last answer carried records
         self._flowing: set[int] = set()
+        #: partition -> size of the records its latest answer carried
+        self.fetched_bytes: dict[Key, int] = {}
 
     def request_for(self, node_id: int, full: FetchRequest) -> tuple[_SessionFetchRequest, dict[Key, Entry]]:
         """The request to send instead of ``full`` to ``node_id``, and the partitions it leaves the session with."""
@@ -228,7 +230,8 @@ class FetchSessions:
             session.reset()
 
 
-def answered_only(request: FetchRequest, response, wanted: dict[Key, Entry]) -> None:
+def answered_only(request: FetchRequest, response, wanted: dict[Key, Entry],
+                  fetched_bytes: dict[Key, int] | None = None) -> None:
     """Narrow aiokafka's own ``request`` to the partitions ``response`` answers for.
 
     aiokafka reads the answer of a fetch against its request: it maps every partition the request
@@ -237,17 +240,26 @@ def answered_only(request: FetchRequest, response, wanted: dict[Key, Entry]) -> 
     that map was most of the cost of an idle answer. The request has been sent by now; aiokafka
     0.14 reads nothing else of it afterwards. A partition answered but unknown to ``wanted``
     (which the broker does not do) leaves the request as it was.
+
+    ``fetched_bytes`` gets the size of each answered partition's records (the fetch plan's
+    prefetch bound reads it: :mod:`.fetch_planner`).
     """
     narrowed = []
+    complete = True
     for topic, partitions in response.topics:
         entries = []
         for partition in partitions:
-            entry = wanted.get((topic, partition[0]))
+            key = (topic, partition[0])
+            if fetched_bytes is not None:
+                fetched_bytes[key] = len(partition[-1] or b"")
+            entry = wanted.get(key)
             if entry is None:
-                return
-            entries.append((partition[0], *entry))
+                complete = False
+            else:
+                entries.append((partition[0], *entry))
         narrowed.append((topic, entries))
-    request._topics = narrowed
+    if complete:
+        request._topics = narrowed
 
 
 def use_fetch_sessions(consumer: AIOKafkaConsumer, watch: FetchErrorWatch | None = None) -> FetchSessions | None:
@@ -273,7 +285,7 @@ def use_fetch_sessions(consumer: AIOKafkaConsumer, watch: FetchErrorWatch | None
                 raise
             if sessions.succeeded(node_id, session_request, response, wanted, time.monotonic() - sent_at):
                 if session_request.built_version is not None and session_request.built_version >= _SESSION_VERSION:
-                    answered_only(request, response, wanted)
+                    answered_only(request, response, wanted, sessions.fetched_bytes)
                 return response
         return response
 

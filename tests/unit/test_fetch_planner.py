@@ -128,3 +128,29 @@ def test_an_answered_fetch_request_is_narrowed_to_the_answered_partitions():
     request = FetchRequest(500, 1, 1000, 0, list(topics))
     answered_only(request, types.SimpleNamespace(topics=[("c", [(0, 0, 5, b"")])]), wanted)
     assert request.topics == topics  # an answer for a partition never asked for: left alone
+
+
+async def test_prefetch_is_bounded_by_fetch_max_bytes():
+    """Records fetched ahead of the caller stay under fetch.max.bytes (4096 here): a full buffer
+    sends no fetch, a partly full one asks for what is left, paused partitions do not count."""
+    fetcher, assignment = _scenario(preferred=False)
+    fetcher._in_flight.clear()
+    fetcher._records.clear()
+    for tp in assignment.tps:
+        assignment.state_value(tp).seek(1)
+    tps = sorted(assignment.tps)
+    fetcher._mirrorline_fetched_bytes = sizes = {}
+
+    fetcher._records[tps[0]] = _Buffered(0)
+    sizes[(tps[0].topic, tps[0].partition)] = 1000
+    requests, *_ = plan_actions(fetcher, assignment)
+    assert requests and {request._max_bytes for _node, request in requests} == {4096 - 1000}
+
+    fetcher._records[tps[1]] = _Buffered(0)
+    sizes[(tps[1].topic, tps[1].partition)] = 3096
+    requests, resets, timeout, *_ = plan_actions(fetcher, assignment)
+    assert requests == [] and timeout == fetcher._fetcher_timeout  # woken again by the caller's drain
+
+    assignment.state_value(tps[1]).pause()  # its records cannot be drained: not counted
+    requests, *_ = plan_actions(fetcher, assignment)
+    assert requests and {request._max_bytes for _node, request in requests} == {4096 - 1000}
