@@ -68,6 +68,8 @@ _PRODUCER = {
     "max.block.ms": ("max_block_ms", _INT),
     # mirrorline's own (mirrorline.clients.produce_lanes): produce connections per broker
     "produce.connections.per.broker": ("produce_lanes", _INT),
+    # Java's bound on bytes waiting to be sent; RecordProducer keeps it, the source task enforces it
+    "buffer.memory": ("buffer_memory", _INT),
 }
 _CONSUMER = {
     "group.id": ("group_id", _STR),

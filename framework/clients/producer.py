@@ -51,6 +51,8 @@ from mirrorline.clients.produce_lanes import enable_lanes
 from mirrorline.clients.retry_warnings import thin_retry_warnings
 
 DEFAULT_MAX_BLOCK_MS = 60_000
+#: Java's ``buffer.memory`` default: bytes handed to a producer and not yet acknowledged.
+DEFAULT_BUFFER_MEMORY = 33_554_432
 # Upper bound of the pause between two metadata refreshes while waiting for a partition.
 _MAX_REFRESH_BACKOFF_S = 1.0
 
@@ -95,15 +97,20 @@ class RecordProducer(AIOKafkaProducer):
     """
 
     def __init__(self, *args, max_block_ms: int = DEFAULT_MAX_BLOCK_MS, allow_auto_create_topics: bool = False,
-                 produce_lanes: int = 1, **kwargs):
+                 produce_lanes: int = 1, buffer_memory: int = DEFAULT_BUFFER_MEMORY, **kwargs):
         if max_block_ms < 0:
             raise ValueError(f"max_block_ms must be >= 0, not {max_block_ms}")
+        if buffer_memory < 0:
+            raise ValueError(f"buffer.memory must be >= 0, not {buffer_memory}")
         if produce_lanes < 1:
             raise ValueError(f"produce.connections.per.broker must be >= 1, not {produce_lanes}")
         super().__init__(*args, **kwargs)
         enable_lanes(self, produce_lanes)
         thin_retry_warnings()
         self.max_block_ms = max_block_ms
+        #: Java's ``buffer.memory``: what a source task may have handed over unacknowledged (the
+        #: runtime waits for acknowledgements beyond it; aiokafka itself has no such bound)
+        self.buffer_memory = buffer_memory
         self.allow_auto_create_topics = allow_auto_create_topics
         if allow_auto_create_topics:
             no_auto_create.allow_auto_create(self.client)
@@ -286,6 +293,11 @@ class KafkaProducer(Producer):
         return set(await self._call(self._producer.partitions_for(topic)))
 
     # -- beyond the contract: the runtime's -------------------------------------------------------
+    @property
+    def buffer_memory(self) -> int:
+        """``buffer.memory``: bytes of records a source task may have handed over and not had acknowledged."""
+        return self._producer.buffer_memory
+
     async def learn_topics(self, topics) -> None:
         """Describe every unknown topic of ``topics`` in one metadata refresh (before sending to them)."""
         await self._call(self._producer.learn_topics(topics))

@@ -135,6 +135,11 @@ class WorkerSourceTask(TaskRunner):
         #: that count has been above 0 without an acknowledgement
         self._in_flight = 0
         self._unacked_since = time.monotonic()
+        #: bytes of records and batches handed to the producer and not acknowledged yet, bounded
+        #: by the producer's ``buffer.memory``; set while under it
+        self._unacked_bytes = 0
+        self._room = asyncio.Event()
+        self._room.set()
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self, paused: bool = False) -> None:
@@ -374,13 +379,15 @@ class WorkerSourceTask(TaskRunner):
         assert producer is not None
         if self._creator is not None and record.topic not in self._creator.known:
             await self._create_topic(record)
+        size = len(record.key or b"") + len(record.value or b"")
+        await self._wait_for_room(size)
         future = await self._retrying_send(record, lambda: producer.send(
             record.topic, value=record.value, key=record.key, partition=record.partition,
             timestamp_ms=record.timestamp, headers=list(record.headers) or None))
         source = record if original is None else original
         pending = self._tracker.submit(source.source_partition, source.source_offset)
-        self._sent()
-        future.add_done_callback(lambda f: self._on_ack(f, record, pending, source))
+        self._sent(size)
+        future.add_done_callback(lambda f: self._on_ack(f, record, pending, source, size))
 
     async def _send_batch(self, batch: SourceBatch) -> None:
         """Hand one whole record batch to the producer, retrying retriable refusals in place."""
@@ -388,17 +395,30 @@ class WorkerSourceTask(TaskRunner):
         assert producer is not None
         if self._creator is not None and batch.topic not in self._creator.known:
             await self._create_topic(batch)
+        size = len(batch.data)
+        await self._wait_for_room(size)
         future = await self._retrying_send(batch, lambda: producer.send_record_batch(
             batch.topic, batch.partition, batch.data, batch.record_count))
         pending = self._tracker.submit(batch.source_partition, batch.source_offset)
-        self._sent()
-        future.add_done_callback(lambda f: self._on_ack(f, batch, pending, batch))
+        self._sent(size)
+        future.add_done_callback(lambda f: self._on_ack(f, batch, pending, batch, size))
 
-    def _sent(self) -> None:
+    async def _wait_for_room(self, size: int) -> None:
+        """Wait until ``size`` more bytes fit under the producer's ``buffer.memory`` with what is
+        unacknowledged (one write always fits when nothing is). Java's producer blocks ``send`` the
+        same way; aiokafka's queues without bound, so a task whose target is slower than its
+        source held everything it had read (at 8,000 partitions: the whole history)."""
+        limit = getattr(self._producer, "buffer_memory", None)
+        while limit and self._unacked_bytes and self._unacked_bytes + size > limit:
+            self._room.clear()
+            await self._room.wait()
+
+    def _sent(self, size: int = 0) -> None:
         """Count one more write in flight (the delivery bound measures from the first one unacknowledged)."""
         if not self._in_flight:
             self._unacked_since = time.monotonic()
         self._in_flight += 1
+        self._unacked_bytes += size
 
     async def _create_topic(self, item: SourceRecord | SourceBatch) -> None:
         """Create ``item``'s topic if it is missing (KIP-158), retrying retriable errors like a send."""
@@ -454,8 +474,11 @@ class WorkerSourceTask(TaskRunner):
             f"from its last stored offset")
 
     def _on_ack(self, future: asyncio.Future, record: SourceRecord | SourceBatch, pending,
-                source: SourceRecord | SourceBatch) -> None:
+                source: SourceRecord | SourceBatch, size: int = 0) -> None:
         self._in_flight -= 1
+        self._unacked_bytes -= size
+        if not self._room.is_set():
+            self._room.set()  # the waiting send checks again whether it fits now
         if future.cancelled():
             return
         error = future.exception()  # retrieved even when failed already, so asyncio does not complain

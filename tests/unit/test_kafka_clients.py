@@ -81,12 +81,17 @@ def test_ignored_keys_reported_sorted():
     kwargs, ignored = client_kwargs({
         "bootstrap.servers": "a:9092",
         "key.serializer": "org.apache.kafka.common.serialization.ByteArraySerializer",
-        "buffer.memory": "33554432",
+        "send.buffer.bytes": "131072",
         "group.id": "not-for-a-producer",
         "ssl.truststore.password": "changeit",
     }, "producer")
     assert kwargs == {"bootstrap_servers": "a:9092"}
-    assert ignored == ["buffer.memory", "group.id", "key.serializer"]  # ssl.* are read (unused without TLS)
+    assert ignored == ["group.id", "key.serializer", "send.buffer.bytes"]  # ssl.* are read (unused without TLS)
+
+
+def test_buffer_memory_is_kept_for_the_source_task():
+    kwargs, ignored = client_kwargs({"buffer.memory": "1048576"}, "producer")
+    assert kwargs == {"buffer_memory": 1048576} and ignored == []
 
 
 # ---------------------------------------------------------------------------------------

@@ -252,3 +252,68 @@ def test_the_mirrormaker_connectors_create_their_own_topics():
     assert MirrorSourceConnector.creates_own_topics and MirrorHeartbeatConnector.creates_own_topics
     assert MirrorCheckpointConnector.creates_own_topics
     assert not FileStreamSourceConnector.creates_own_topics  # as in Connect: topic creation or the broker's
+
+
+class ManyRecordsTask(SourceTask):
+    """Returns 10 records of 10 bytes each on every poll."""
+
+    async def start(self, config):
+        self.next = 0
+
+    async def poll(self):
+        await asyncio.sleep(0.01)
+        records = [SourceRecord({"p": 0}, {"o": self.next + i}, "orders", 0, None, bytes(10)) for i in range(10)]
+        self.next += 10
+        return records
+
+    async def stop(self):
+        pass
+
+
+class HoldingProducer(RefusingProducer):
+    """Takes every record and acknowledges one only when the test says so; ``buffer.memory`` 25 bytes."""
+
+    buffer_memory = 25
+
+    def __init__(self, kwargs, ignored=None):
+        super().__init__(kwargs, ignored)
+        self.held: list[asyncio.Future] = []
+        HoldingProducer.last = self
+
+    async def send(self, topic, **kwargs):
+        self.attempts += 1
+        future = asyncio.get_running_loop().create_future()
+        self.held.append(future)
+        return future
+
+
+async def test_sends_wait_while_unacknowledged_bytes_would_pass_buffer_memory(monkeypatch):
+    """As Java's producer blocks send() at buffer.memory, the task stops handing records over
+    while what is unacknowledged would pass it, and goes on as acknowledgements come."""
+    monkeypatch.setattr("mirrorline.runtime.worker_task.KafkaProducer", HoldingProducer)
+
+    async def ignore(*_args):
+        pass
+
+    store = MemoryOffsetStore()
+    runner = WorkerSourceTask(TASK, ManyRecordsTask(), {}, producer_kwargs={}, offset_store=store,
+                              offset_reader=StoreOffsetReader(store, "bounded"), on_status=ignore,
+                              on_failure=ignore, flush_interval_s=60, delivery_timeout_s=60)
+    await runner.start()
+    try:
+        producer = HoldingProducer.last
+        await asyncio.sleep(0.3)
+        assert producer.attempts == 2  # 10 + 10 bytes; a third would make 30 > 25
+        assert runner._unacked_bytes == 20
+        producer.held[0].set_result(None)
+        await asyncio.sleep(0.1)
+        assert producer.attempts == 3 and runner._unacked_bytes == 20
+        for future in producer.held[1:]:
+            future.set_result(None)
+        await asyncio.sleep(0.1)
+        assert producer.attempts == 5 and runner._unacked_bytes == 20
+    finally:
+        for future in producer.held:
+            if not future.done():
+                future.cancel()
+        await runner.stop(1.0)

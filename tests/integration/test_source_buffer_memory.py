@@ -1,0 +1,106 @@
+"""A source task's unacknowledged bytes stay under its producer's ``buffer.memory``, against a real broker.
+
+aiokafka's producer queues whatever it is given; Java's blocks ``send`` once ``buffer.memory``
+bytes wait. The runtime gives a source task Java's bound (``WorkerSourceTask._wait_for_room``):
+here a task hands over 300 records of 10 KB with ``buffer.memory`` at 64 KiB. The most it ever
+has unacknowledged must stay under that, and every record must arrive once, in order, as
+librdkafka (an independent client) reads it back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from confluent_kafka import Consumer as RdConsumer
+from confluent_kafka import TopicPartition as RdPartition
+
+from mirrorline.api import ConnectorTaskId, SourceRecord, SourceTask
+from mirrorline.runtime.context import StoreOffsetReader
+from mirrorline.runtime.worker_task import WorkerSourceTask
+from mirrorline.storage.offsets import MemoryOffsetStore
+
+pytestmark = pytest.mark.integration
+
+RECORDS = 300
+SIZE = 10 * 1024
+LIMIT = 64 * 1024
+
+
+class TenKilobyteTask(SourceTask):
+    """Returns RECORDS records of SIZE bytes, 50 per poll, then nothing."""
+
+    async def start(self, config):
+        self.topic = config["topic"]
+        self.next = 0
+
+    async def poll(self):
+        if self.next >= RECORDS:
+            await asyncio.sleep(0.05)
+            return []
+        batch = [SourceRecord({"p": 0}, {"o": i}, self.topic, 0, None, i.to_bytes(4, "big") * (SIZE // 4))
+                 for i in range(self.next, min(self.next + 50, RECORDS))]
+        self.next += len(batch)
+        return batch
+
+    async def stop(self):
+        pass
+
+
+def read_back(bootstrap: str, topic: str) -> list[int]:
+    consumer = RdConsumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-check",
+                           "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.assign([RdPartition(topic, 0, 0)])
+    seen: list[int] = []
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                if len(seen) >= RECORDS:
+                    break
+                continue
+            assert message.error() is None, message.error()
+            seen.append(int.from_bytes(message.value()[:4], "big"))
+    finally:
+        consumer.close()
+    return seen
+
+
+async def test_unacknowledged_bytes_stay_under_buffer_memory(cluster_a, make_topic):
+    topic = await make_topic(cluster_a, 1, "buffer-memory")
+    store = MemoryOffsetStore()
+    failures: list[BaseException] = []
+
+    async def on_status(*_args):
+        pass
+
+    async def on_failure(_task_id, exc):
+        failures.append(exc)
+
+    runner = WorkerSourceTask(ConnectorTaskId("buffer-memory", 0), TenKilobyteTask(), {"topic": topic},
+                              producer_kwargs={"bootstrap_servers": cluster_a.bootstrap_servers,
+                                               "buffer_memory": LIMIT},
+                              offset_store=store, offset_reader=StoreOffsetReader(store, "buffer-memory"),
+                              on_status=on_status, on_failure=on_failure, flush_interval_s=60)
+    most = 0
+    sent = runner._sent
+
+    def counting(size: int = 0) -> None:
+        nonlocal most
+        sent(size)
+        most = max(most, runner._unacked_bytes)
+
+    runner._sent = counting
+    await runner.start()
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60
+        while (runner.task.next < RECORDS or runner._unacked_bytes) and loop.time() < deadline and not failures:
+            await asyncio.sleep(0.05)
+    finally:
+        await runner.stop(5.0)
+    assert not failures, failures
+    assert SIZE < most <= LIMIT, most  # several writes were in flight at once, never more than the bound
+    assert await asyncio.to_thread(read_back, cluster_a.bootstrap_servers, topic) == list(range(RECORDS))
