@@ -109,22 +109,15 @@ async def topic_partitions(admin: Admin, topics: list[str]) -> dict[str, int]:
     """Partition counts of existing topics (missing or failing topics are left out)."""
     if not topics:
         return {}
-    counts = {}
-    for entry in await admin.describe_topics(topics):
-        if entry.error is None:
-            counts[entry.name] = len(entry.partitions)
-    return counts
+    return await admin.partition_counts(topics)
 
 
 async def source_topics(admin: Admin, selection: TopicSelection) -> dict[str, int]:
     """Mirrored source topics and their partition counts, from one request that describes every topic
     (listing the names first and describing the selected ones cost a second full Metadata answer per
     refresh, which at thousands of partitions is most of an idle mirror's refresh)."""
-    counts = {}
-    for entry in await admin.describe_topics(None):
-        if entry.error is None and selection.should_replicate(entry.name):
-            counts[entry.name] = len(entry.partitions)
-    return dict(sorted(counts.items()))
+    counts = await admin.partition_counts(None)
+    return {name: counts[name] for name in sorted(counts) if selection.should_replicate(name)}
 
 
 class ConfigFilter:

@@ -177,6 +177,14 @@ class Admin(_Client):
         """``topics`` (every topic when None) with their partitions; a topic the broker could not
         describe comes back with its ``error`` (e.g. UnknownTopicOrPartitionError), not raised."""
 
+    async def partition_counts(self, topics: Iterable[str] | None = None) -> dict[str, int]:
+        """``{topic: partition count}`` of ``topics`` (every topic when None) that the broker described
+        without error. The same answer as :meth:`describe_topics`, for callers that need no more:
+        an implementation may read it without building every partition's description (thousands
+        of partitions, on every topic refresh)."""
+        return {entry.name: len(entry.partitions) for entry in await self.describe_topics(topics)
+                if entry.error is None}
+
     @abstractmethod
     async def create_topics(self, topics: Iterable[NewTopic], timeout_ms: int = 30_000) -> dict[str, Any]:
         """Create ``topics``; ``{name: None}`` for each created, ``{name: error}`` (a

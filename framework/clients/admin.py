@@ -23,7 +23,7 @@ from mirrorline.clients import kafka_admin
 from mirrorline.clients.consumer import AIO_ERRORS, aio, ours
 from mirrorline.clients.errors import error_for_code, translate
 from mirrorline.clients.kafka_clients import client_kwargs
-from mirrorline.clients.topic_ids import TopicIdsRequest
+from mirrorline.clients.topic_ids import PartitionCountsRequest, TopicIdsRequest
 
 
 class KafkaAdmin(Admin):
@@ -72,6 +72,21 @@ class KafkaAdmin(Admin):
             else:
                 return [_description_v12(entry) for entry in answer.topics]
         return [_description(entry) for entry in await self._call(self._admin.describe_topics(wanted))]
+
+    async def partition_counts(self, topics: Iterable[str] | None = None) -> dict[str, int]:
+        wanted = None if topics is None else list(topics)
+        if wanted == []:
+            return {}
+        if self._metadata_v12:
+            try:
+                answer = await self._admin._send_request(PartitionCountsRequest(wanted))
+            except (NotImplementedError, IncompatibleBrokerVersion):
+                self._metadata_v12 = False
+            except AIO_ERRORS as exc:
+                raise translate(exc) from exc
+            else:
+                return {entry[1]: entry[4] for entry in answer.topics if entry[0] == 0}
+        return await super().partition_counts(wanted)
 
     async def create_topics(self, topics: Iterable[NewTopic], timeout_ms: int = 30_000) -> dict[str, KafkaError | None]:
         answer = await self._call(kafka_admin.create_topics(

@@ -135,10 +135,10 @@ class FetchSessions:
     def request_for(self, node_id: int, full: FetchRequest) -> tuple[_SessionFetchRequest, dict[Key, Entry]]:
         """The request to send instead of ``full`` to ``node_id``, and the partitions it leaves the session with."""
         session = self._sessions.setdefault(node_id, _Session())
-        wanted = {(topic, p): (offset, max_bytes)
-                  for topic, partitions in full.topics for p, offset, max_bytes in partitions}
         now = time.monotonic()
         if session.session_id == 0:  # open a session: a full request at epoch 0
+            wanted = {(topic, p): (offset, max_bytes)
+                      for topic, partitions in full.topics for p, offset, max_bytes in partitions}
             self.counters["full"] += 1
             self.counters["partitions_sent"] += len(wanted)
             if self._left:
@@ -148,16 +148,27 @@ class FetchSessions:
         changed: dict[str, list[tuple[int, int, int]]] = {}
         held = session.partitions
         left = self._left
+        wanted = {}
+        returned = []
+        # one pass: the wanted map, and what differs from what the session holds
+        for topic, partitions in full.topics:
+            moved = None
+            for p, offset, max_bytes in partitions:
+                key = (topic, p)
+                entry = wanted[key] = (offset, max_bytes)
+                if held.get(key) != entry:
+                    if moved is None:
+                        moved = changed.setdefault(topic, [])
+                    moved.append((p, offset, max_bytes))
+                    if left and key not in held:
+                        returned.append(key)
         if now - session.answered_at > GAP_SIGN_S and self._watch is not None:
             # no request to this node for a while (every partition's records waited for the caller):
             # none of its partitions was fetched meanwhile
             for topic in {key[0] for key in wanted if key in held}:
                 self._watch.sign(topic, node_id)
-        for key, entry in wanted.items():
-            if held.get(key) != entry:
-                changed.setdefault(key[0], []).append((key[1], *entry))
-                if left and key not in held:
-                    self._returned(key, node_id, now)
+        for key in returned:
+            self._returned(key, node_id, now)
         forgotten: dict[str, list[int]] = {}
         for topic, partition in held.keys() - wanted.keys():
             forgotten.setdefault(topic, []).append(partition)

@@ -24,7 +24,7 @@ from aiokafka.protocol.abstract import AbstractType
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.types import Boolean, CompactArray, CompactString, Int16, Int32, Schema, TaggedFields
 
-from mirrorline.clients.metadata_v12 import MetadataResponseV12
+from mirrorline.clients.metadata_v12 import MetadataCountsV12, MetadataResponseV12
 
 _METADATA_API_KEY = 3
 _ZERO = bytes(16)
@@ -96,6 +96,12 @@ class MetadataRequest_v12(RequestStruct):
     )
 
 
+class MetadataCountsRequest_v12(MetadataRequest_v12):
+    """The same request, its answer read with partitions counted only (:class:`MetadataCountsV12`)."""
+
+    RESPONSE_TYPE = MetadataCountsV12
+
+
 TopicIdsRequestStruct: TypeAlias = MetadataRequest_v12
 
 
@@ -111,6 +117,19 @@ class TopicIdsRequest(Request[TopicIdsRequestStruct]):
         self._topics = None if topics is None else [(_ZERO, name, {}) for name in topics]
 
     def build(self, request_struct_class: type[TopicIdsRequestStruct]) -> TopicIdsRequestStruct:
+        """Instantiate the chosen version's struct with this request's fields."""
+        return request_struct_class(self._topics, False, False, {})
+
+
+class PartitionCountsRequest(Request[MetadataCountsRequest_v12]):
+    """Like :class:`TopicIdsRequest`; each topic's partitions come back as their count."""
+
+    API_KEY = _METADATA_API_KEY
+
+    def __init__(self, topics: Iterable[str] | None):
+        self._topics = None if topics is None else [(_ZERO, name, {}) for name in topics]
+
+    def build(self, request_struct_class: type[MetadataCountsRequest_v12]) -> MetadataCountsRequest_v12:
         """Instantiate the chosen version's struct with this request's fields."""
         return request_struct_class(self._topics, False, False, {})
 
@@ -147,6 +166,6 @@ async def read_topic_ids(client, topics: Iterable[str], node_id: int | None = No
             node_id = client.get_random_node()
     found: dict[str, str] = {}
     for start in range(0, len(names), TOPICS_PER_REQUEST):
-        response = await client.send(node_id, TopicIdsRequest(names[start:start + TOPICS_PER_REQUEST]))
+        response = await client.send(node_id, PartitionCountsRequest(names[start:start + TOPICS_PER_REQUEST]))
         found.update(topic_ids_of(response))
     return found

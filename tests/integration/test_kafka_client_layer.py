@@ -120,13 +120,16 @@ def _commit_one_offset(bootstrap: str, topic: str) -> None:
 
 async def test_describe_topics_matches_librdkafka(cluster_a, make_topic):
     """Every topic of the cluster, described with Metadata v12 and the hand decoder
-    (:mod:`mirrorline.clients.metadata_v12`), as librdkafka's own Metadata request sees it."""
+    (:mod:`mirrorline.clients.metadata_v12`), and counted by its counting mode, as librdkafka's
+    own Metadata request sees it."""
     bootstrap = cluster_a.bootstrap_servers
     topics = [await make_topic(cluster_a, n, "wall-describe") for n in (1, 3, 5)]
     await asyncio.to_thread(_commit_one_offset, bootstrap, topics[0])  # so __consumer_offsets exists
     async with KAFKA_CLIENTS.admin({"bootstrap.servers": bootstrap}) as admin:
         described = {d.name: d for d in await until(lambda: admin.describe_topics())}
         named = await admin.describe_topics(topics)
+        counts = await admin.partition_counts()
+        named_counts = await admin.partition_counts([*topics, f"{topics[0]}-missing"])
         assert admin._metadata_v12  # the broker answered v12: no fallback to aiokafka's request
     rd = await asyncio.to_thread(rd_topics, bootstrap)
     assert set(described) == set(rd)
@@ -136,6 +139,8 @@ async def test_describe_topics_matches_librdkafka(cluster_a, make_topic):
         assert [(p.partition, p.leader, list(p.replicas), list(p.isr)) for p in ours.partitions] == sorted(
             (p.id, p.leader, list(p.replicas), list(p.isrs)) for p in theirs.partitions.values())
     assert [len(d.partitions) for d in named] == [1, 3, 5]
+    assert counts == {name: len(theirs.partitions) for name, theirs in rd.items()}
+    assert named_counts == dict(zip(topics, (1, 3, 5)))  # a missing topic is left out
     assert described["__consumer_offsets"].internal and not described[topics[0]].internal
 
 

@@ -20,6 +20,11 @@ def _answer(topics: int, partitions: int):
     return MetadataResponse_v12(25, brokers, "cluster-ü", 2, described, {})
 
 
+def _plain(partition) -> tuple:
+    """A partition entry with its node lists as tuples (the schema decoder gives lists)."""
+    return tuple(tuple(field) if isinstance(field, (list, tuple)) else field for field in partition)
+
+
 def test_hand_decoder_matches_the_schema_decoder():
     raw = _answer(topics=40, partitions=7).encode()
     expected = MetadataResponse_v12.decode(BytesIO(raw))
@@ -32,7 +37,7 @@ def test_hand_decoder_matches_the_schema_decoder():
     for mine, theirs in zip(got.topics, expected.topics):
         assert mine[:4] == tuple(theirs[:4])
         assert mine[5] == theirs[5]
-        assert [tuple(p) for p in mine[4]] == [tuple(p) for p in theirs[4]]
+        assert [_plain(p) for p in mine[4]] == [_plain(p) for p in theirs[4]]
 
 
 def test_response_type_reads_from_the_frame_position():
@@ -85,3 +90,12 @@ async def test_admin_falls_back_to_aiokafkas_request_on_an_old_broker():
         [topic] = await admin.describe_topics()
         assert [p.partition for p in topic.partitions] == [0, 1] and topic.partitions[1].leader == 2
     assert old.sent == 1  # asked once: the fallback sticks
+
+
+def test_counting_decoder_counts_what_the_full_one_reads():
+    raw = _answer(topics=30, partitions=6).encode()
+    full, counted = decode(raw), decode(raw, details=False)
+    assert [(t[0], t[1], t[2], t[3], len(t[4]), t[5]) for t in full.topics] == [t[:6] for t in counted.topics]
+    assert counted.brokers == full.brokers and counted.cluster_id == full.cluster_id
+    with pytest.raises(ValueError, match="ends early"):
+        decode(raw[: len(raw) - 40], details=False)

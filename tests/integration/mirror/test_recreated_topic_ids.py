@@ -190,7 +190,7 @@ async def test_topic_ids_of_many_topics_are_asked_in_several_requests(cluster_a,
     original_send = client.send
 
     async def counting_send(node_id, request, **kwargs):
-        if type(request).__name__ == "TopicIdsRequest":
+        if type(request).__name__ == "PartitionCountsRequest":  # topic IDs come with the counts
             sent.append(len(request._topics))
         return await original_send(node_id, request, **kwargs)
 
