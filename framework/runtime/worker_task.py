@@ -407,7 +407,7 @@ class WorkerSourceTask(TaskRunner):
         """Wait until ``size`` more bytes fit under the producer's ``buffer.memory`` with what is
         unacknowledged (one write always fits when nothing is). Java's producer blocks ``send`` the
         same way; aiokafka's queues without bound, so a task whose target is slower than its
-        source held everything it had read (at 8,000 partitions: the whole history)."""
+        source could hold everything it had read."""
         limit = getattr(self._producer, "buffer_memory", None)
         while limit and self._unacked_bytes and self._unacked_bytes + size > limit:
             self._room.clear()
