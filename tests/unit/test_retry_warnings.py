@@ -84,3 +84,16 @@ def test_a_cluster_that_is_down_logs_counts_not_floods(caplog):
     lines = [r.getMessage() for r in caplog.records if r.name == "aiokafka"]
     assert len(lines) == 6  # 1st, 10th and 100th of each
     assert "100 such lines" in lines[-1] and "brokers are up and reachable" in lines[-1]
+
+
+def test_coordinator_lookups_of_a_group_member_are_thinned(caplog):
+    from mirrorline.clients.retry_warnings import thin_retry_warnings
+
+    for thinning in thin_retry_warnings():
+        thinning.reset()
+    coordinator = logging.getLogger("aiokafka.consumer.group_coordinator")
+    with caplog.at_level(logging.ERROR, logger="aiokafka.consumer.group_coordinator"):
+        for _ in range(150):
+            coordinator.error("Group Coordinator Request failed: %s", "NodeNotReadyError")
+    lines = [r.getMessage() for r in caplog.records if r.name == "aiokafka.consumer.group_coordinator"]
+    assert len(lines) == 3 and "100 such lines" in lines[-1]
