@@ -148,9 +148,29 @@ def _decode(reader: _Reader, read_partitions) -> MetadataV12:
     return MetadataV12(throttle, brokers, cluster_id, controller_id, topics, tags)
 
 
+def _length_at(data: bytes, pos: int) -> tuple[int, int]:
+    """The unsigned varint at ``pos`` (a compact length: one byte, the usual case, read inline)
+    and the position after it."""
+    value = data[pos]
+    if value & 0x80:
+        reader = _Reader(data, pos)
+        value = reader.uvarint()
+        return value, reader.pos
+    return value, pos + 1
+
+
+def _after_tags(data: bytes, pos: int) -> int:
+    """The position after the tagged fields at ``pos`` (usually none: one zero byte)."""
+    if data[pos] == 0:
+        return pos + 1
+    reader = _Reader(data, pos)
+    reader.skip_tags()
+    return reader.pos
+
+
 def _partitions(data: bytes, pos: int, count: int) -> tuple[list, int]:
     """``count`` partition entries from ``pos``: the loop that runs once per partition, so it is
-    written flat (one-byte varints and empty tagged fields, the usual case, read inline)."""
+    written flat."""
     head_at = _PARTITION_HEAD.unpack_from
     arrays = _INT32_ARRAYS
     partitions = []
@@ -160,13 +180,7 @@ def _partitions(data: bytes, pos: int, count: int) -> tuple[list, int]:
         pos += 14
         lists = []
         for _array in range(3):  # replica_nodes, isr_nodes, offline_replicas
-            length = data[pos]
-            if length & 0x80:
-                reader = _Reader(data, pos)
-                length = reader.uvarint()
-                pos = reader.pos
-            else:
-                pos += 1
+            length, pos = _length_at(data, pos)
             length -= 1
             if length < 0:
                 lists.append(None)
@@ -176,12 +190,7 @@ def _partitions(data: bytes, pos: int, count: int) -> tuple[list, int]:
                 layout = arrays.setdefault(length, struct.Struct(f">{length}i"))
             lists.append(layout.unpack_from(data, pos))
             pos += 4 * length
-        if data[pos] == 0:  # no tagged fields
-            pos += 1
-        else:
-            reader = _Reader(data, pos)
-            reader.skip_tags()
-            pos = reader.pos
+        pos = _after_tags(data, pos)
         append((*head, *lists, _NO_TAGS))
     return partitions, pos
 
@@ -191,21 +200,10 @@ def _count_partitions(data: bytes, pos: int, count: int) -> tuple[int, int]:
     for _ in range(count):
         pos += 14  # error_code, partition_index, leader_id, leader_epoch
         for _array in range(3):
-            length = data[pos]
-            if length & 0x80:
-                reader = _Reader(data, pos)
-                length = reader.uvarint()
-                pos = reader.pos
-            else:
-                pos += 1
+            length, pos = _length_at(data, pos)
             if length > 1:
                 pos += 4 * (length - 1)
-        if data[pos] == 0:
-            pos += 1
-        else:
-            reader = _Reader(data, pos)
-            reader.skip_tags()
-            pos = reader.pos
+        pos = _after_tags(data, pos)
     if pos > len(data):
         raise IndexError("partition entries run past the end")
     return count, pos
