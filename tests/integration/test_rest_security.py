@@ -91,25 +91,32 @@ async def test_client_certificate_required(cluster_a, tls):
 
 
 async def _leader_and_follower(cluster: WorkerCluster, timeout: float = 90.0):
-    """(leader, follower) once both workers are healthy and the leader has written the session key."""
+    """(leader, follower) once both workers answer, both joined the group, and the leader has written
+    the session key. (Picking the follower as "the worker that is not the leader" before it answered
+    raced a slow start: on a loaded machine the second worker was still importing when the test
+    sent it a request.)"""
     deadline = time.monotonic() + timeout
     while True:
         assert all(w.proc.poll() is None for w in cluster.workers), cluster.logs()
-        leaders = []
+        leaders, healthy = [], []
         for worker in cluster.workers:
             try:
                 async with Rest(worker.url, auth=USER) as rest:
                     status, _ = await rest.call("GET", "/health")
                     _, metrics = await rest.call("GET", "/metrics")
+                if status == 200:
+                    healthy.append(worker)
                 if status == 200 and re.search(r'rebalance_leader\{worker_id="%s"\} 1\.0' % re.escape(worker.worker_id),
                                                metrics or ""):
                     leaders.append(worker)
             except aiohttp.ClientError:
                 pass
-        if len(leaders) == 1 and "wrote a new session key" in cluster.logs():
+        logs = cluster.logs()
+        if len(leaders) == 1 and len(healthy) == len(cluster.workers) and "wrote a new session key" in logs \
+                and all(f"Worker {w.worker_id} joined group" in logs for w in cluster.workers):
             leader = leaders[0]
             return leader, next(w for w in cluster.workers if w is not leader)
-        assert time.monotonic() < deadline, f"no leader with a session key\n{cluster.logs()}"
+        assert time.monotonic() < deadline, f"no leader with a session key, or a worker not in the group\n{logs}"
         await asyncio.sleep(0.5)
 
 
