@@ -62,31 +62,32 @@ class KafkaAdmin(Admin):
         wanted = None if topics is None else list(topics)
         if wanted == []:
             return []
-        if self._metadata_v12:
-            try:
-                answer = await self._admin._send_request(TopicIdsRequest(wanted))
-            except (NotImplementedError, IncompatibleBrokerVersion):
-                self._metadata_v12 = False  # a broker before Kafka 3.1: aiokafka's own request
-            except AIO_ERRORS as exc:
-                raise translate(exc) from exc
-            else:
-                return [_description_v12(entry) for entry in answer.topics]
+        answer = await self._metadata_v12_answer(TopicIdsRequest(wanted))
+        if answer is not None:
+            return [_description_v12(entry) for entry in answer.topics]
         return [_description(entry) for entry in await self._call(self._admin.describe_topics(wanted))]
 
     async def partition_counts(self, topics: Iterable[str] | None = None) -> dict[str, int]:
         wanted = None if topics is None else list(topics)
         if wanted == []:
             return {}
-        if self._metadata_v12:
-            try:
-                answer = await self._admin._send_request(PartitionCountsRequest(wanted))
-            except (NotImplementedError, IncompatibleBrokerVersion):
-                self._metadata_v12 = False
-            except AIO_ERRORS as exc:
-                raise translate(exc) from exc
-            else:
-                return {entry[1]: entry[4] for entry in answer.topics if entry[0] == 0}
+        answer = await self._metadata_v12_answer(PartitionCountsRequest(wanted))
+        if answer is not None:
+            return {entry[1]: entry[4] for entry in answer.topics if entry[0] == 0}
         return await super().partition_counts(wanted)
+
+    async def _metadata_v12_answer(self, request):
+        """The broker's answer to a Metadata v12 ``request``; None (from then on) when the broker is
+        older than Kafka 3.1 and the caller should use aiokafka's own request."""
+        if not self._metadata_v12:
+            return None
+        try:
+            return await self._admin._send_request(request)
+        except (NotImplementedError, IncompatibleBrokerVersion):
+            self._metadata_v12 = False
+            return None
+        except AIO_ERRORS as exc:
+            raise translate(exc) from exc
 
     async def create_topics(self, topics: Iterable[NewTopic], timeout_ms: int = 30_000) -> dict[str, KafkaError | None]:
         answer = await self._call(kafka_admin.create_topics(

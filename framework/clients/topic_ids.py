@@ -105,6 +105,11 @@ class MetadataCountsRequest_v12(MetadataRequest_v12):
 TopicIdsRequestStruct: TypeAlias = MetadataRequest_v12
 
 
+def _by_name(topics: Iterable[str] | None) -> list | None:
+    """A Metadata v12 request's topic entries naming ``topics`` (ID all zeros); None asks for every topic."""
+    return None if topics is None else [(_ZERO, name, {}) for name in topics]
+
+
 class TopicIdsRequest(Request[TopicIdsRequestStruct]):
     """The metadata of ``topics`` (by name; None: every topic), never creating one.
 
@@ -114,7 +119,7 @@ class TopicIdsRequest(Request[TopicIdsRequestStruct]):
     API_KEY = _METADATA_API_KEY
 
     def __init__(self, topics: Iterable[str] | None):
-        self._topics = None if topics is None else [(_ZERO, name, {}) for name in topics]
+        self._topics = _by_name(topics)
 
     def build(self, request_struct_class: type[TopicIdsRequestStruct]) -> TopicIdsRequestStruct:
         """Instantiate the chosen version's struct with this request's fields."""
@@ -127,7 +132,7 @@ class PartitionCountsRequest(Request[MetadataCountsRequest_v12]):
     API_KEY = _METADATA_API_KEY
 
     def __init__(self, topics: Iterable[str] | None):
-        self._topics = None if topics is None else [(_ZERO, name, {}) for name in topics]
+        self._topics = _by_name(topics)
 
     def build(self, request_struct_class: type[MetadataCountsRequest_v12]) -> MetadataCountsRequest_v12:
         """Instantiate the chosen version's struct with this request's fields."""
