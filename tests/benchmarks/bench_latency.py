@@ -17,7 +17,9 @@ run: p50, p99, p99.9, records seen, the engine's CPU-seconds over the measured w
 ``mirrorline-records`` (``batch.forwarding.enabled=false``, record by record as MM2).
 
 Writes ``latency-cdf.png`` (the latency distributions, one panel per rate), ``latency-p99.png``
-and ``latency-results.json`` into ``--out``. See tests/benchmarks/README.md.
+and ``latency-results.json`` into ``--out``; with ``--keep-logs`` also each engine's log and a
+per-second timeline of each run (records, median and worst latency by second of CreateTime), which
+tells one long stall from a tail spread over the run. See tests/benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -77,6 +79,8 @@ class LatencyRun:
     load_peak: float = 0.0
     flagged: bool = False
     samples: list[float] = field(default_factory=list, repr=False)
+    #: (CreateTime in ms, latency in ms) of every record seen, in arrival order
+    timeline: list[tuple[float, float]] = field(default_factory=list, repr=False)
 
 
 def properties(alias: str, a: str, b: str, topic: str, tasks: int, extra: list[str]) -> str:
@@ -123,6 +127,7 @@ def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp
         per_second = rate_mb_s * 1e6 / args.record_size
         total = int(per_second * args.seconds)
         samples: list[float] = []
+        timeline: list[tuple[float, float]] = []
         stop = threading.Event()
 
         def consume() -> None:
@@ -134,7 +139,9 @@ def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp
                 now = time.time() * 1000
                 for message in messages:
                     if message.error() is None and message.value() == value:
-                        samples.append(now - message.timestamp()[1])
+                        created = message.timestamp()[1]
+                        samples.append(now - created)
+                        timeline.append((created, now - created))
                 if stop.is_set() and (len(samples) >= total or time.monotonic() > drain_deadline):
                     return
 
@@ -167,6 +174,7 @@ def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp
         watch.sample()
         samples.sort()
         result.samples = samples
+        result.timeline = timeline
         result.records, result.expected = len(samples), total
         result.p50_ms, result.p99_ms, result.p999_ms = (percentile(samples, q) for q in (0.5, 0.99, 0.999))
         result.load_peak = watch.peak
@@ -177,6 +185,27 @@ def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp
     finally:
         consumer.close()
         running.stop()
+        if args.keep_logs:
+            shutil.copy(running.log_path, args.out / f"engine-{alias}-{engine}.log")
+
+
+def write_timeline(run: LatencyRun, out: Path) -> Path:
+    """Per second of CreateTime: records, and their median and worst latency, as CSV.
+
+    A p99 made of one stall shows here as a run of seconds whose worst latency climbs and falls
+    together; a tail spread over the run shows as isolated seconds.
+    """
+    path = out / f"timeline-{run.rate_mb_s:g}MBs-{run.engine}-try{run.attempt}.csv"
+    seconds: dict[int, list[float]] = {}
+    start = min((created for created, _ in run.timeline), default=0.0)
+    for created, latency in run.timeline:
+        seconds.setdefault(int((created - start) // 1000), []).append(latency)
+    lines = ["second,records,p50_ms,max_ms"]
+    for second in sorted(seconds):
+        values = sorted(seconds[second])
+        lines.append(f"{second},{len(values)},{values[len(values) // 2]:.1f},{values[-1]:.1f}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 def print_table(runs: list[LatencyRun]) -> None:
@@ -253,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-load", type=float, default=DEFAULT_MAX_LOAD)
     parser.add_argument("--allow-load", action="store_true", help="measure even above --max-load (flagged)")
     parser.add_argument("--out", type=Path, default=Path("bench-latency-out"))
+    parser.add_argument("--keep-logs", action="store_true",
+                        help="copy each engine's log into --out and write a per-second latency timeline (CSV)")
     args = parser.parse_args(argv)
     engines = [e for e in args.engines.split(",") if e]
     unknown = [e for e in engines if e not in ENGINES]
@@ -281,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
                     log(f"[{rate:g} MB/s] {engine}, attempt {attempt}; {load_banner(args.max_load)}")
                     run = measure(engine, f"L{count}", a, b, rate, args, tmp, attempt)
                     runs.append(run)
+                    if args.keep_logs:
+                        log(f"    timeline: {write_timeline(run, args.out)}")
                     log(f"    p50 {run.p50_ms:.1f} ms, p99 {run.p99_ms:.1f} ms, p99.9 {run.p999_ms:.1f} ms, "
                         f"{run.cpu_s:.1f} CPU s, peak load {run.load_peak:.1f}")
                     if not run.flagged:
