@@ -10,7 +10,10 @@ topic on A is mirrored to B with one ``mm2.properties`` (a fresh source alias pe
 engine has copied a first record, librdkafka (confluent-kafka) writes ``--record-size`` (1000) byte
 records to A at the fixed rate for ``--seconds``, round-robin over the partitions, and a librdkafka
 consumer on B takes each copy's arrival time minus its CreateTime (which both engines keep). Per
-run: p50, p99, p99.9, records seen, the engine's CPU-seconds over the measured window, and the
+run: p50, p99, p99.9 of the steady state (records written ``--settle``, 30, seconds or more after
+the rate started), p99 over the whole run and the catch-up time (the first second from which the
+median stays under 500 ms for 10 s: both engines start behind when the rate jumps from nothing to
+30 MB/s on this machine), records seen, the engine's CPU-seconds over the measured window, and the
 1-minute load average sampled every 5 s (its peak). A run whose peak load is above ``--max-load``
 (1.5) is repeated up to ``--repeats`` times; one still above is flagged in the table. Engines:
 ``mm2`` (Java MM2 dedicated mode), ``mirrorline`` (batch forwarding, the default) and
@@ -60,6 +63,10 @@ from mirrorline.localkafka.cluster import SINGLE_BROKER_MM2_PROPERTIES  # noqa: 
 from mirrorline.localkafka.manager import LocalKafka  # noqa: E402
 
 PARTITIONS = 12
+#: a second of CreateTime counts as caught up when its median latency is under this
+CAUGHT_UP_MS = 500.0
+#: ... and so do the seconds after it, for this long
+CAUGHT_UP_FOR_S = 10
 ENGINES = {"mm2": [], "mirrorline": [], "mirrorline-records": ["batch.forwarding.enabled = false"]}
 
 
@@ -75,6 +82,10 @@ class LatencyRun:
     p50_ms: float | None = None
     p99_ms: float | None = None
     p999_ms: float | None = None
+    #: p99 over the whole run, the catch-up after the rate started included
+    p99_all_ms: float | None = None
+    #: seconds from the first record until the copy kept up (see :func:`catch_up_seconds`)
+    catch_up_s: float | None = None
     cpu_s: float | None = None
     load_peak: float = 0.0
     flagged: bool = False
@@ -172,11 +183,9 @@ def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp
         reader.join()
         result.cpu_s = running.cpu_s() - cpu0
         watch.sample()
-        samples.sort()
-        result.samples = samples
         result.timeline = timeline
         result.records, result.expected = len(samples), total
-        result.p50_ms, result.p99_ms, result.p999_ms = (percentile(samples, q) for q in (0.5, 0.99, 0.999))
+        summarize(result, args.settle)
         result.load_peak = watch.peak
         result.flagged = result.load_peak > args.max_load
         if len(samples) < total:
@@ -189,6 +198,41 @@ def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp
             shutil.copy(running.log_path, args.out / f"engine-{alias}-{engine}.log")
 
 
+def by_second(timeline: list[tuple[float, float]]) -> dict[int, list[float]]:
+    """The latencies of a run grouped by second of CreateTime from its first record, each sorted."""
+    seconds: dict[int, list[float]] = {}
+    start = min((created for created, _ in timeline), default=0.0)
+    for created, latency in timeline:
+        seconds.setdefault(int((created - start) // 1000), []).append(latency)
+    for values in seconds.values():
+        values.sort()
+    return seconds
+
+
+def catch_up_seconds(seconds: dict[int, list[float]]) -> float | None:
+    """The first second from which the median latency stays under CAUGHT_UP_MS for CAUGHT_UP_FOR_S
+    seconds: how long the engine took to keep up once the rate started (None: it never did)."""
+    last = max(seconds, default=-1)
+    for start in sorted(seconds):
+        window = range(start, min(start + CAUGHT_UP_FOR_S, last + 1))
+        if all(second in seconds and seconds[second][len(seconds[second]) // 2] < CAUGHT_UP_MS
+               for second in window):
+            return float(start)
+    return None
+
+
+def summarize(run: LatencyRun, settle_s: float) -> None:
+    """Fill in the percentiles: p50/p99/p99.9 over the records written ``settle_s`` or more after the
+    first (the steady state), p99 also over all of them, and the catch-up time."""
+    start = min((created for created, _ in run.timeline), default=0.0)
+    steady = sorted(latency for created, latency in run.timeline if created - start >= settle_s * 1000)
+    everything = sorted(latency for _, latency in run.timeline)
+    run.samples = steady
+    run.p50_ms, run.p99_ms, run.p999_ms = (percentile(steady, q) for q in (0.5, 0.99, 0.999))
+    run.p99_all_ms = percentile(everything, 0.99)
+    run.catch_up_s = catch_up_seconds(by_second(run.timeline))
+
+
 def write_timeline(run: LatencyRun, out: Path) -> Path:
     """Per second of CreateTime: records, and their median and worst latency, as CSV.
 
@@ -196,13 +240,10 @@ def write_timeline(run: LatencyRun, out: Path) -> Path:
     together; a tail spread over the run shows as isolated seconds.
     """
     path = out / f"timeline-{run.rate_mb_s:g}MBs-{run.engine}-try{run.attempt}.csv"
-    seconds: dict[int, list[float]] = {}
-    start = min((created for created, _ in run.timeline), default=0.0)
-    for created, latency in run.timeline:
-        seconds.setdefault(int((created - start) // 1000), []).append(latency)
+    seconds = by_second(run.timeline)
     lines = ["second,records,p50_ms,max_ms"]
     for second in sorted(seconds):
-        values = sorted(seconds[second])
+        values = seconds[second]
         lines.append(f"{second},{len(values)},{values[len(values) // 2]:.1f},{values[-1]:.1f}")
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -210,14 +251,14 @@ def write_timeline(run: LatencyRun, out: Path) -> Path:
 
 def print_table(runs: list[LatencyRun]) -> None:
     head = (f"{'MB/s':>5} {'engine':<19} {'try':>3} {'records':>9} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} "
-            f"{'CPU s':>7} {'load':>5}")
+            f"{'p99 all':>8} {'catch-up s':>10} {'CPU s':>7} {'load':>5}")
     log(head)
     log("-" * len(head))
     for r in runs:
         def fmt(v):
             return f"{v:.1f}" if v is not None else "-"
         log(f"{r.rate_mb_s:>5g} {r.engine:<19} {r.attempt:>3} {r.records:>9} {fmt(r.p50_ms):>8} {fmt(r.p99_ms):>8} "
-            f"{fmt(r.p999_ms):>9} {fmt(r.cpu_s):>7} {r.load_peak:>5.1f}"
+            f"{fmt(r.p999_ms):>9} {fmt(r.p99_all_ms):>8} {fmt(r.catch_up_s):>10} {fmt(r.cpu_s):>7} {r.load_peak:>5.1f}"
             + ("  <-- taken above --max-load: not trustworthy" if r.flagged else ""))
 
 
@@ -241,7 +282,7 @@ def plot(runs: list[LatencyRun], out: Path) -> list[Path]:
             axis.plot(xs, ys, label=f"{engine}" + (" (loaded)" if r.flagged else ""),
                       linestyle="--" if engine == "mm2" else "-")
         axis.set_xscale("log")
-        axis.set_xlabel("arrival on B - CreateTime (ms, log scale)")
+        axis.set_xlabel("arrival on B - CreateTime (ms, log scale; after the settle time)")
         axis.set_ylabel("fraction of records")
         axis.set_title(f"{rate:g} MB/s of {PARTITIONS}-partition 1000 B records")
         axis.grid(True, which="both", alpha=0.3)
@@ -275,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rates", default="1,10,30", help="comma list of MB/s")
     parser.add_argument("--seconds", type=float, default=300.0, help="length of each measured run")
+    parser.add_argument("--settle", type=float, default=30.0,
+                        help="p50/p99/p99.9 leave out the records of the run's first SETTLE seconds (the catch-up "
+                             "after the rate starts, reported apart as 'p99 all' and 'catch-up s')")
     parser.add_argument("--engines", default=",".join(ENGINES), help=f"comma list of {', '.join(ENGINES)}")
     parser.add_argument("--tasks", type=int, default=2, help="tasks.max (both engines)")
     parser.add_argument("--record-size", type=int, default=1000)
@@ -290,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown engine: {', '.join(unknown)}")
     rates = [float(r) for r in args.rates.split(",") if r]
+    if not 0 <= args.settle < args.seconds:
+        parser.error(f"--settle ({args.settle:g}) must be at least 0 and less than --seconds ({args.seconds:g})")
     refuse_if_loaded(args.max_load, args.allow_load)
     stop_cleanly_on_sigterm()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -314,7 +360,9 @@ def main(argv: list[str] | None = None) -> int:
                     runs.append(run)
                     if args.keep_logs:
                         log(f"    timeline: {write_timeline(run, args.out)}")
-                    log(f"    p50 {run.p50_ms:.1f} ms, p99 {run.p99_ms:.1f} ms, p99.9 {run.p999_ms:.1f} ms, "
+                    log(f"    p50 {run.p50_ms:.1f} ms, p99 {run.p99_ms:.1f} ms, p99.9 {run.p999_ms:.1f} ms "
+                        f"(after {args.settle:g} s); p99 over the whole run {run.p99_all_ms:.1f} ms, caught up "
+                        f"after {run.catch_up_s} s; "
                         f"{run.cpu_s:.1f} CPU s, peak load {run.load_peak:.1f}")
                     if not run.flagged:
                         break
@@ -322,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         manager.stop()
         shutil.rmtree(tmp, ignore_errors=True)
         (args.out / "latency-results.json").write_text(json.dumps(
-            [{k: v for k, v in asdict(r).items() if k != "samples"} for r in runs], indent=2))
+            [{k: v for k, v in asdict(r).items() if k not in ("samples", "timeline")} for r in runs], indent=2))
 
     log("")
     log(f"=== end-to-end latency at fixed rates, {args.record_size} B records, {PARTITIONS} partitions, "
