@@ -71,8 +71,11 @@ FLOWING_MAX_WAIT_MS = 25
 #: A fetch answered with records within this long means records are flowing.
 FLOWING_ANSWER_S = 0.1
 
-Entry = tuple[int, int]  # (fetch offset, max bytes)
 Key = tuple[str, int]  # (topic, partition): a plain tuple, cheaper to make than a TopicPartition
+#: one topic's partitions in a request, as aiokafka lays them out: (partition, fetch offset, max bytes)
+Partitions = list[tuple[int, int, int]]
+#: a request's partitions by topic
+Layout = dict[str, Partitions]
 
 
 @dataclass
@@ -81,12 +84,13 @@ class _Session:
 
     session_id: int = 0
     epoch: int = 0
-    partitions: dict[Key, Entry] = field(default_factory=dict)
+    #: the partitions held, by topic, as the request that put them there listed them
+    topics: Layout = field(default_factory=dict)
     #: when the last answer came (time.monotonic()): the partitions held were fetched until then
     answered_at: float = 0.0
 
     def reset(self) -> None:
-        self.session_id, self.epoch, self.partitions = 0, 0, {}
+        self.session_id, self.epoch, self.topics = 0, 0, {}
 
 
 class _SessionFetchRequest(FetchRequest):
@@ -132,52 +136,71 @@ class FetchSessions:
         #: partition -> size of the records its latest answer carried
         self.fetched_bytes: dict[Key, int] = {}
 
-    def request_for(self, node_id: int, full: FetchRequest) -> tuple[_SessionFetchRequest, dict[Key, Entry]]:
-        """The request to send instead of ``full`` to ``node_id``, and the partitions it leaves the session with."""
+    def request_for(self, node_id: int, full: FetchRequest) -> tuple[_SessionFetchRequest, Layout]:
+        """The request to send instead of ``full`` to ``node_id``, and the partitions (by topic) it
+        leaves the session with.
+
+        The diff goes topic by topic: aiokafka's plan lists a topic's partitions in the same order
+        from one fetch to the next, so a topic whose list equals the one the session holds (one
+        comparison in C) is left out without looking at its partitions. Idle, that is every topic.
+        """
         session = self._sessions.setdefault(node_id, _Session())
         now = time.monotonic()
+        wanted: Layout = dict(full.topics)
         if session.session_id == 0:  # open a session: a full request at epoch 0
-            wanted = {(topic, p): (offset, max_bytes)
-                      for topic, partitions in full.topics for p, offset, max_bytes in partitions}
             self.counters["full"] += 1
-            self.counters["partitions_sent"] += len(wanted)
+            self.counters["partitions_sent"] += sum(len(partitions) for partitions in wanted.values())
             if self._left:
-                for key in wanted:
-                    self._returned(key, node_id, now)
+                for topic, partitions in wanted.items():
+                    for p, _offset, _max_bytes in partitions:
+                        self._returned((topic, p), node_id, now)
             return _SessionFetchRequest(full, 0, 0, full.topics, [], self._flow(node_id)), wanted
-        changed: dict[str, list[tuple[int, int, int]]] = {}
-        held = session.partitions
+        held = session.topics
+        changed: list[tuple[str, Partitions]] = []
+        forgotten: list[tuple[str, list[int]]] = []
+        returned: list[Key] = []
         left = self._left
-        wanted = {}
-        returned = []
-        # one pass: the wanted map, and what differs from what the session holds
-        for topic, partitions in full.topics:
-            moved = None
-            for p, offset, max_bytes in partitions:
-                key = (topic, p)
-                entry = wanted[key] = (offset, max_bytes)
-                if held.get(key) != entry:
-                    if moved is None:
-                        moved = changed.setdefault(topic, [])
-                    moved.append((p, offset, max_bytes))
-                    if left and key not in held:
-                        returned.append(key)
+        sent = 0
+        for topic, partitions in wanted.items():
+            before = held.get(topic)
+            if before == partitions:
+                continue
+            if before is None:  # a topic new to the session: all of it
+                changed.append((topic, partitions))
+                sent += len(partitions)
+                if left:
+                    returned.extend((topic, p) for p, _offset, _max_bytes in partitions)
+                continue
+            entries = {p: (p, offset, max_bytes) for p, offset, max_bytes in before}
+            moved = []
+            for entry in partitions:
+                kept = entries.pop(entry[0], None)
+                if kept != entry:
+                    moved.append(entry)
+                    if kept is None and left:
+                        returned.append((topic, entry[0]))
+            if moved:
+                changed.append((topic, moved))
+                sent += len(moved)
+            if entries:  # held before, not fetched now
+                forgotten.append((topic, list(entries)))
         if now - session.answered_at > GAP_SIGN_S and self._watch is not None:
             # no request to this node for a while (every partition's records waited for the caller):
             # none of its partitions was fetched meanwhile
-            for topic in {key[0] for key in wanted if key in held}:
+            for topic in wanted.keys() & held.keys():
                 self._watch.sign(topic, node_id)
         for key in returned:
             self._returned(key, node_id, now)
-        forgotten: dict[str, list[int]] = {}
-        for topic, partition in held.keys() - wanted.keys():
-            forgotten.setdefault(topic, []).append(partition)
-            left[(topic, partition)] = now
+        for topic in held.keys() - wanted.keys():
+            forgotten.append((topic, [p for p, _offset, _max_bytes in held[topic]]))
+        for topic, partitions in forgotten:
+            for p in partitions:
+                left[(topic, p)] = now
         self.counters["incremental"] += 1
-        self.counters["partitions_sent"] += sum(len(p) for p in changed.values())
+        self.counters["partitions_sent"] += sent
         epoch = session.epoch + 1 if session.epoch < _MAX_EPOCH else 1
-        return _SessionFetchRequest(full, session.session_id, epoch, list(changed.items()),
-                                    list(forgotten.items()), self._flow(node_id)), wanted
+        return _SessionFetchRequest(full, session.session_id, epoch, changed, forgotten,
+                                    self._flow(node_id)), wanted
 
     def _flow(self, node_id: int) -> bool:
         flowing = node_id in self._flowing
@@ -202,7 +225,7 @@ class FetchSessions:
         if since is not None and now - since > GAP_SIGN_S and self._watch is not None:
             self._watch.sign(key[0], node_id)
 
-    def succeeded(self, node_id: int, request: _SessionFetchRequest, response, wanted: dict,
+    def succeeded(self, node_id: int, request: _SessionFetchRequest, response, wanted: Layout,
                   waited_s: float = 0.0) -> bool:
         """Record the broker's answer, ``waited_s`` after the request went out; False when it refused
         the session (send the fetch again, full)."""
@@ -228,7 +251,7 @@ class FetchSessions:
             session.session_id, session.epoch = response.session_id, 0
         else:
             session.epoch = epoch
-        session.partitions = wanted if session.session_id else {}
+        session.topics = wanted if session.session_id else {}
         return True
 
     def failed(self, node_id: int) -> None:
@@ -241,7 +264,7 @@ class FetchSessions:
             session.reset()
 
 
-def answered_only(request: FetchRequest, response, wanted: dict[Key, Entry],
+def answered_only(request: FetchRequest, response, wanted: Layout,
                   fetched_bytes: dict[Key, int] | None = None) -> None:
     """Narrow aiokafka's own ``request`` to the partitions ``response`` answers for.
 
@@ -259,15 +282,15 @@ def answered_only(request: FetchRequest, response, wanted: dict[Key, Entry],
     complete = True
     for topic, partitions in response.topics:
         entries = []
+        asked = {p: (p, offset, max_bytes) for p, offset, max_bytes in wanted.get(topic, ())}
         for partition in partitions:
-            key = (topic, partition[0])
             if fetched_bytes is not None:
-                fetched_bytes[key] = len(partition[-1] or b"")
-            entry = wanted.get(key)
+                fetched_bytes[(topic, partition[0])] = len(partition[-1] or b"")
+            entry = asked.get(partition[0])
             if entry is None:
                 complete = False
             else:
-                entries.append((partition[0], *entry))
+                entries.append(entry)
         narrowed.append((topic, entries))
     if complete:
         request._topics = narrowed

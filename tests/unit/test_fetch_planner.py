@@ -119,7 +119,7 @@ def test_an_answered_fetch_request_is_narrowed_to_the_answered_partitions():
     from mirrorline.clients.fetch_sessions import answered_only
 
     topics = [("a", [(0, 10, 99), (1, 20, 99)]), ("b", [(0, 30, 99)])]
-    wanted = {(t, p): (offset, size) for t, parts in topics for p, offset, size in parts}
+    wanted = dict(topics)
     request = FetchRequest(500, 1, 1000, 0, list(topics))
     answer = types.SimpleNamespace(topics=[("a", [(1, 0, 25, b"")])])
     answered_only(request, answer, wanted)
@@ -154,3 +154,36 @@ async def test_prefetch_is_bounded_by_fetch_max_bytes():
     assignment.state_value(tps[1]).pause()  # its records cannot be drained: not counted
     requests, *_ = plan_actions(fetcher, assignment)
     assert requests and {request._max_bytes for _node, request in requests} == {4096 - 1000}
+
+
+async def test_an_unchanged_node_gets_the_same_lists_and_any_change_a_fresh_plan():
+    """Idle, each plan for a node hands back the lists of the last one (so the fetch session
+    compares them at a glance); a moved position, a pause or buffered records make a new plan that
+    aiokafka's own method agrees with."""
+    fetcher, assignment = _scenario(preferred=False)
+    fetcher._in_flight.clear()
+    fetcher._records.clear()
+    for tp in assignment.tps:
+        assignment.state_value(tp).seek(7)
+        assignment.state_value(tp).resume()
+
+    def plan():
+        requests, *_ = plan_actions(fetcher, assignment)
+        return {node: request._topics for node, request in requests}
+
+    first, second = plan(), plan()
+    assert first == second and first
+    assert all(a is b for node in first for (_, a), (_, b) in zip(first[node], second[node]))
+
+    tp = sorted(assignment.tps)[0]
+    assignment.state_value(tp).seek(9)
+    moved = plan()
+    assert moved != first
+    assert _decisions(plan_actions(fetcher, assignment)) == _decisions(Fetcher._get_actions_per_node(fetcher, assignment))
+    assignment.state_value(tp).pause()
+    assert _decisions(plan_actions(fetcher, assignment)) == _decisions(Fetcher._get_actions_per_node(fetcher, assignment))
+    assignment.state_value(tp).resume()
+    fetcher._records[tp] = _Buffered(0)
+    assert _decisions(plan_actions(fetcher, assignment)) == _decisions(Fetcher._get_actions_per_node(fetcher, assignment))
+    del fetcher._records[tp]
+    assert plan() == moved

@@ -84,6 +84,25 @@ async def test_changed_offsets_are_sent_and_dropped_partitions_forgotten():
     assert named(node.sent[-1]) == {} and node.sent[-1].forgotten_topics_data == []
 
 
+async def test_inside_a_changed_topic_only_its_changed_partitions_are_sent_or_forgotten():
+    """The diff skips topics whose partition list is unchanged, and goes partition by partition
+    in the others: a moved offset is sent, a dropped partition forgotten, a reordered list
+    with the same entries sends nothing, a new fetch size is sent."""
+    node = FakeNode()
+    consumer = consumer_on(node)
+    use_fetch_sessions(consumer)
+    await consumer._client.send(1, fetch({("a", 0): 5, ("a", 1): 9, ("a", 2): 4, ("b", 0): 0}))
+    await consumer._client.send(1, fetch({("a", 2): 4, ("a", 0): 6, ("b", 0): 0}))
+    struct = node.sent[-1]
+    assert named(struct) == {("a", 0): 6}
+    assert struct.forgotten_topics_data == [("a", [1])]
+    await consumer._client.send(1, fetch({("a", 0): 6, ("a", 2): 4, ("b", 0): 0}))  # same entries, new order
+    assert named(node.sent[-1]) == {} and node.sent[-1].forgotten_topics_data == []
+    smaller = FetchRequest(500, 1, 52428800, 1, [("a", [(0, 6, 1048576), (2, 4, 1024)]), ("b", [(0, 0, 1048576)])])
+    await consumer._client.send(1, smaller)
+    assert node.sent[-1].topics == [("a", [(2, -1, 4, -1, 1024)])]  # (partition, epoch, offset, start, size)
+
+
 async def test_a_refused_session_is_fetched_again_in_full_at_once():
     node = FakeNode()
     consumer = consumer_on(node)
