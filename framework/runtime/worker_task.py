@@ -299,6 +299,8 @@ class WorkerSourceTask(TaskRunner):
             if not self._resumed.is_set():
                 self._last_progress = time.monotonic()
                 continue
+            if time.monotonic() - self._last_progress <= self._stall_timeout_s and STALLED not in self.warnings:
+                continue  # acknowledged lately and not flagged: nothing to set or clear (counting costs O(partitions))
             try:
                 pending = self.task.pending_records()
             except Exception as exc:  # an optional hint: never fail the task for it
