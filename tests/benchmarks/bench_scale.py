@@ -257,6 +257,9 @@ class Trickle:
         if self.thread.is_alive():
             self.thread.join()
         self.producer.flush(10)
+        # librdkafka's client lives until the object is freed: dropped here, before the clusters stop,
+        # it does not log a connection refusal a second while the results are printed
+        self.producer = None
 
 
 # -- one engine run --------------------------------------------------------------------------
