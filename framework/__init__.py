@@ -2,8 +2,9 @@
 
 ``mirrorline.api`` is the contract with plugin authors, ``mirrorline.testing`` their test kit;
 ``mirrorline.connectors`` holds the built-in connectors, registered as any plugin is. Importing
-mirrorline changes nothing in other libraries: the one process-wide patch of aiokafka
-(:mod:`mirrorline.clients.no_auto_create`) is installed by the command line at start and by
+mirrorline changes nothing in other libraries: the process-wide patches of aiokafka
+(:mod:`mirrorline.clients.process_patches`: no topic auto-creation, response frames released once
+read) are installed by the command line at start and by
 :func:`mirrorline.clients.kafka_clients.client_kwargs` before any client is configured.
 """
 

@@ -28,7 +28,7 @@ from typing import IO, Any
 
 from mirrorline.api.errors import ConnectError
 from mirrorline.api.jobs import Progress, SourceOffsets
-from mirrorline.clients import no_auto_create
+from mirrorline.clients import process_patches
 from mirrorline.clients.runtime_clients import KAFKA_CLIENTS
 from mirrorline.plugins import PluginRegistry
 from mirrorline.spark.runner import JobHost, JobRunner, first_line
@@ -210,7 +210,7 @@ def main() -> int:
     sys.stdout = sys.stderr
     logging.basicConfig(level=os.environ.get("MIRRORLINE_JOB_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s [job %(process)d] %(name)s: %(message)s")
-    no_auto_create.install()
+    process_patches.install()
     line = sys.stdin.readline()
     if not line:
         return 2

@@ -13,7 +13,7 @@ import sys
 import traceback
 
 from mirrorline import __version__
-from mirrorline.clients import no_auto_create
+from mirrorline.clients import process_patches
 from mirrorline.cli import distributed, jobs, local_kafka, plugin_new, plugins, standalone
 
 SUBCOMMANDS = [local_kafka, standalone, distributed, plugins, plugin_new, jobs]
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    no_auto_create.install()  # before any Kafka client exists in this process
+    process_patches.install()  # before any Kafka client exists in this process
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 from mirrorline.api.config import Password
 from mirrorline.api.errors import ConfigError
 from mirrorline.clients.jaas import single_login_module
-from mirrorline.clients import no_auto_create
+from mirrorline.clients import process_patches
 from mirrorline.clients.retry_warnings import thin_retry_warnings
 
 _INT = int
@@ -118,7 +118,7 @@ def client_kwargs(props: Mapping[str, Any], role: str) -> tuple[dict[str, Any], 
     secret) when a security setting is wrong: unknown protocol or mechanism, bad JAAS syntax, a
     missing or unreadable store, a wrong store or key password.
     """
-    no_auto_create.install()  # no client mirrorline configures may auto-create topics (idempotent)
+    process_patches.install()  # no topic auto-creation, frames released (idempotent)
     thin_retry_warnings()  # consumers and admins repeat "Unable connect" as producers do (idempotent)
     table = {**_COMMON, **_ROLES[role]}
     props = {key: _plain(value) for key, value in props.items()}

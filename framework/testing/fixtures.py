@@ -16,14 +16,14 @@ import uuid
 
 import pytest
 
-from mirrorline.clients import no_auto_create
+from mirrorline.clients import process_patches
 from mirrorline.localkafka.cluster import port_is_free
 from mirrorline.localkafka.manager import PORT_STRIDE, LocalKafka
 
 
 def pytest_configure(config):
     """Before any test makes a Kafka client: metadata requests never auto-create a topic, as in mirrorline."""
-    no_auto_create.install()
+    process_patches.install()
 
 
 def _free_base_port(count: int) -> int:

@@ -1,0 +1,18 @@
+"""The process-wide changes mirrorline makes to aiokafka, installed together before any client exists.
+
+- :mod:`.no_auto_create`: metadata requests never auto-create a topic;
+- :mod:`.frame_release`: connections let go of each response's bytes once it is read.
+
+The command line, job processes, the test kit and :func:`~.kafka_clients.client_kwargs` call
+:func:`install`; it is idempotent.
+"""
+
+from __future__ import annotations
+
+from mirrorline.clients import frame_release, no_auto_create
+
+
+def install() -> None:
+    """Install every process-wide aiokafka change (idempotent)."""
+    no_auto_create.install()
+    frame_release.install()
