@@ -166,10 +166,11 @@ class FetchedBatch:
     record at delta ``i`` had on the cluster it was fetched from. ``max_timestamp`` is the largest
     record timestamp as a consumer sees it (-1 if none). ``reencoded`` is False when ``data`` is the
     fetched bytes unchanged, True when the client rebuilt the batch (compacted gaps, LogAppendTime,
-    legacy formats, small batches merged).
+    legacy formats, small batches merged). ``data`` is a ``bytearray`` of this batch's own: written as a
+    ``SourceBatch``, the runtime rewrites its producer fields in place (see ``SourceBatch``).
     """
 
-    data: bytes
+    data: bytes | bytearray
     source_offsets: range | list[int]
     record_count: int
     max_timestamp: int

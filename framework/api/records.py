@@ -59,6 +59,9 @@ class SourceBatch:
       that of the batch's *last* record and is stored once the batch is acknowledged.
     - ``topic`` / ``partition``: where to write (a partition is required).
     - ``max_timestamp``: the largest record timestamp (epoch ms) or -1, for latency metrics.
+    - ``data`` as ``bytes`` is copied once when written; a ``bytearray`` is taken over instead:
+      the fields above are rewritten in it, in place, so that only one copy of each batch waits
+      for the target's acknowledgement. Pass ``bytes`` to keep your buffer as it was.
 
     Subclass it to carry what your ``commit_batch`` needs (a mirror keeps the source offset of
     every record to emit exact offset syncs).
@@ -68,7 +71,7 @@ class SourceBatch:
     source_offset: dict[str, Any] | None
     topic: str
     partition: int
-    data: bytes
+    data: bytes | bytearray
     record_count: int
     max_timestamp: int = -1
 

@@ -21,7 +21,9 @@ The runtime recomputes the CRC of what it forwards, so every batch's CRC is chec
 (``check_crcs``): a corrupt batch must fail, not be laundered into a valid one.
 
 Headers are read and written with :mod:`.record_batch` (the one v2 codec); records, when a batch
-must be rebuilt, are decoded and encoded with aiokafka's record codec.
+must be rebuilt, are decoded and encoded with aiokafka's record codec. Every batch's ``data`` is a
+``bytearray`` of its own, which the producer takes over (:class:`~.forwarded_batch.ForwardedBatch`):
+one copy of a forwarded batch is held until the target acknowledges it, not two.
 """
 
 from __future__ import annotations
@@ -133,8 +135,9 @@ def split_fetched(raw: bytes, fetch_offset: int, aborted_transactions: Sequence[
         if skip:
             skipped += count
         elif count > 0 and last_delta == count - 1 and not attributes & _NEEDS_REBUILD and base_offset >= position:
-            data = raw if len(entry) == size and type(raw) is bytes else bytes(entry)
-            batches.append(FetchedBatch(data, range(base_offset, next_offset), count, max_timestamp, False))
+            # a bytearray: the producer rewrites its header in place instead of copying it again
+            batches.append(FetchedBatch(bytearray(entry), range(base_offset, next_offset), count, max_timestamp,
+                                        False))
         else:
             forwardable = _rebuild(DefaultRecordBatch(entry), attributes & CODEC_MASK, position)
             if forwardable is not None:
@@ -192,7 +195,7 @@ def _rebuild(records: Iterable, codec: int, position: int) -> FetchedBatch | Non
     count = len(offsets)
     contiguous = offsets[-1] - offsets[0] == count - 1
     source_offsets = range(offsets[0], offsets[-1] + 1) if contiguous else offsets
-    return FetchedBatch(bytes(data), source_offsets, count, max_timestamp, True)
+    return FetchedBatch(data, source_offsets, count, max_timestamp, True)
 
 
 def _compress(batch: bytearray, codec: int) -> bytearray:
@@ -270,5 +273,5 @@ def _merge(run: Sequence[FetchedBatch], codec: int) -> FetchedBatch:
     if codec:
         data = _compress(data, codec)
     contiguous = offsets[-1] - offsets[0] == len(offsets) - 1
-    return FetchedBatch(bytes(data), range(offsets[0], offsets[-1] + 1) if contiguous else offsets,
-                            len(offsets), max_timestamp, True)
+    return FetchedBatch(data, range(offsets[0], offsets[-1] + 1) if contiguous else offsets,
+                        len(offsets), max_timestamp, True)

@@ -4,7 +4,8 @@ aiokafka's producer takes a batch builder through ``send_batch``; its sender ask
 for its records count, its size, and (with idempotence) to take the producer id, epoch and
 base sequence it assigns, then for the bytes. :class:`ForwardedBatch` answers those calls for a
 batch that is already encoded (magic 2): it writes the producer fields into the header and
-recomputes the CRC-32C, leaving the records — and their compression — untouched. Written by a
+recomputes the CRC-32C, leaving the records — and their compression — untouched. Given a
+``bytearray`` it writes into that buffer (no copy); given ``bytes`` it works on a copy. Written by a
 transactional producer (exactly-once source tasks), the batch carries the transactional bit of
 *that* producer instead of the source's; aiokafka's accumulator adds its partition to the
 transaction (AddPartitionsToTxn) before the sender takes it, as for batches it builds itself.
@@ -30,8 +31,10 @@ class InvalidBatchError(ConnectError):
 class ForwardedBatch:
     """aiokafka batch-builder stand-in for one pre-encoded record batch (see the module docstring)."""
 
-    def __init__(self, data: bytes, record_count: int, transactional: bool = False):
-        buffer = bytearray(data)
+    def __init__(self, data: bytes | bytearray, record_count: int, transactional: bool = False):
+        # a bytearray is taken over (SourceBatch says so): its header is rewritten in place, which
+        # saves holding a second copy of every batch until the target acknowledges it
+        buffer = data if type(data) is bytearray else bytearray(data)
         if len(buffer) < rb.HEADER_SIZE or buffer[rb.MAGIC_OFFSET] != rb.MAGIC_V2:
             raise InvalidBatchError(f"not a magic-2 record batch ({len(buffer)} bytes, magic "
                                     f"{buffer[rb.MAGIC_OFFSET] if len(buffer) > rb.MAGIC_OFFSET else None})")

@@ -140,9 +140,16 @@ def test_plain_batches_are_forwarded_as_their_source_bytes(codec):
     assert forwarded(result) == consumer_view(b1 + b2, 100)[0]
 
 
-def test_a_single_batch_fetch_is_not_copied():
-    raw = v2_batch(0, [record(n) for n in range(3)])
-    assert split_fetched(raw, 0, None).batches[0].data is raw
+def test_each_batch_is_a_bytearray_of_its_own_and_the_fetched_bytes_stay_as_they_were():
+    """The producer takes a bytearray over (rewrites its header in place): the one copy per batch
+    is made here, and never shares memory with the fetched bytes or another batch."""
+    b1, b2 = v2_batch(0, [record(n) for n in range(3)]), v2_batch(3, [record(n) for n in range(2)])
+    raw = b1 + b2
+    batches = split_fetched(raw, 0, None).batches
+    assert [type(fb.data) for fb in batches] == [bytearray, bytearray]
+    assert [bytes(fb.data) for fb in batches] == [b1, b2]
+    batches[0].data[0:8] = b"\xff" * 8
+    assert raw == b1 + b2 and bytes(batches[1].data) == b2
 
 
 # ---------------------------------------------------------------------------------------

@@ -76,3 +76,20 @@ def test_a_transactional_producer_forwards_with_its_own_transactional_bit(source
     assert decoded.is_transactional and not decoded.is_control_batch
     assert (decoded.producer_id, decoded.producer_epoch, decoded.base_sequence) == (12, 4, 7)
     assert [r[1:] for r in records(bytes(batch._build()))] == [r[1:] for r in records(encoded())]
+
+
+def test_a_bytearray_is_taken_over_and_bytes_are_copied():
+    """SourceBatch's promise: bytes stay as given; a bytearray is rewritten in place (no second copy)."""
+    source = encoded(0, transactional=True)
+    kept = ForwardedBatch(source, 5)
+    kept._set_producer_state(9, 1, 100)
+    assert source == encoded(0, transactional=True) and kept._build() is not source
+
+    buffer = bytearray(source)
+    taken = ForwardedBatch(buffer, 5)
+    taken._set_producer_state(9, 1, 100)
+    assert taken._build() is buffer
+    assert bytes(buffer) == bytes(kept._build())  # the same rewrite, done in the caller's buffer
+    again = ForwardedBatch(buffer, 5)  # sent once more (a retried transaction): the same bytes again
+    again._set_producer_state(9, 1, 100)
+    assert bytes(again._build()) == bytes(kept._build())
