@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mirrorline.api import ConfigDef, ConfigKey, Importance, Range, RegexList, Type
 
-from mirrorline.connectors.mirror_client.config import COMMON_CONFIG_DEF
+from mirrorline.connectors.mirror_client.config import COMMON_CONFIG_DEF, REPLICATION_METRICS_LEVEL_KEY
 from mirrorline.connectors.mirror_client.filters import GROUPS_EXCLUDE_DEFAULT, GROUPS_INCLUDE_DEFAULT
 
 GROUP = "MirrorCheckpoint"
@@ -13,6 +13,7 @@ TASK_ASSIGNED_GROUPS = "task.assigned.groups"
 TASK_INDEX = "task.index"
 
 CHECKPOINT_CONFIG_DEF = COMMON_CONFIG_DEF.merged(ConfigDef([
+    REPLICATION_METRICS_LEVEL_KEY,
     ConfigKey("groups", Type.LIST, default=GROUPS_INCLUDE_DEFAULT, validator=RegexList(), importance=Importance.HIGH,
               group=GROUP, doc="Consumer groups to checkpoint: comma-separated regular expressions (full match)."),
     ConfigKey("groups.exclude", Type.LIST, default=GROUPS_EXCLUDE_DEFAULT, validator=RegexList(),

@@ -1,7 +1,8 @@
 """MirrorCheckpointConnector metrics in Prometheus form.
 
 MM2's ``checkpoint-latency-ms`` (tags source/target/group/topic/partition; kept separate per
-partition, unlike MM2's shared sensor), plus per group: the age of its newest checkpoint and
+partition, unlike MM2's shared sensor; with ``replication.metrics.level=topic`` one series per
+group and topic, the partition label empty, holding the latency of its latest checkpoint), plus per group: the age of its newest checkpoint and
 how many records it would re-read after failing over now (an estimate from the offset syncs:
 records between the last known sync and the group's position, minus the +1 the translation
 allows).

@@ -26,6 +26,7 @@ from mirrorline.connectors.mirror_client.clients import admin_client, connect_ad
 from mirrorline.connectors.mirror_client.config import (
     CONSUMER_POLL_TIMEOUT_MS,
     OFFSET_SYNCS_TOPIC_LOCATION,
+    REPLICATION_METRICS_LEVEL,
     SOURCE_CLUSTER_ALIAS,
     TARGET_CLUSTER_ALIAS,
     load_replication_policy,
@@ -76,6 +77,8 @@ class MirrorCheckpointTask(SourceTask):
         self.topic_filter = TopicFilter(config)
         self.groups = [g for g in config.get(TASK_ASSIGNED_GROUPS, "").split(",") if g]
         self.interval_s = parsed["emit.checkpoints.interval.seconds"]
+        #: at topic level checkpoint_latency_ms has one series per group and topic (partition label empty)
+        self.latency_by_partition = parsed[REPLICATION_METRICS_LEVEL] == "partition"
         self.step_s = min(parsed[CONSUMER_POLL_TIMEOUT_MS] / 1000, self.interval_s)
         self.checkpoints_topic = self.policy.checkpoints_topic(self.source)
         flow = f"{self.source}->{self.target}|{self.context.task_id}"
@@ -188,8 +191,9 @@ class MirrorCheckpointTask(SourceTask):
         if metadata is None:  # a transform dropped the checkpoint: it was not written
             return
         partition = record.source_partition
+        label = str(partition["partition"]) if getattr(self, "latency_by_partition", True) else ""
         metrics.CHECKPOINT_LATENCY_MS.labels(self.source, self.target, partition["group"], partition["topic"],
-                                             str(partition["partition"])).set(time.time() * 1000 - record.timestamp)
+                                             label).set(time.time() * 1000 - record.timestamp)
 
     # -- group offset sync (KIP-545) -------------------------------------------------------
     async def _sync_group_offsets_loop(self, interval_s: float) -> None:

@@ -95,6 +95,18 @@ class PolicyValidator(Validator):
         return "a built-in or plugin-registered replication policy"
 
 
+REPLICATION_METRICS_LEVEL = "replication.metrics.level"
+#: shared by MirrorSource (replication metrics) and MirrorCheckpoint (checkpoint latency): one declaration
+REPLICATION_METRICS_LEVEL_KEY = ConfigKey(
+    REPLICATION_METRICS_LEVEL, Type.STRING, default="partition", validator=OneOf(("partition", "topic")),
+    importance=Importance.LOW, group=GROUP,
+    doc="Beyond MM2, like Connect's metrics.recording.level: 'partition' (default) exports the replication "
+        "metrics (MirrorSource) and checkpoint_latency_ms (MirrorCheckpoint) per partition, as MM2 tags them; "
+        "'topic' exports one series per topic (the partition label empty: counters and lag summed over the "
+        "topic's partitions, age and latency of its latest record; the latency of each group's latest "
+        "checkpoint of the topic), so /metrics stays small at thousands of partitions. The dashboard and "
+        "alert rules work at either level (docs/operations.md).")
+
 COMMON_CONFIG_DEF = ConfigDef([
     ConfigKey(ENABLED, Type.BOOLEAN, default="true", importance=Importance.LOW, group=GROUP,
               doc="Whether to replicate source->target (mm2 mode sets it from 'A->B.enabled')."),

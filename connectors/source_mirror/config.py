@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from mirrorline.api import ConfigDef, ConfigKey, Importance, OneOf, Range, RegexList, Type
 
-from mirrorline.connectors.mirror_client.config import COMMON_CONFIG_DEF
+from mirrorline.connectors.mirror_client.config import (COMMON_CONFIG_DEF, REPLICATION_METRICS_LEVEL,  # noqa: F401
+                                                       REPLICATION_METRICS_LEVEL_KEY)
 
 GROUP = "MirrorSource"
 
@@ -27,7 +28,6 @@ BACKFILL_SPARK_CONF_PREFIX = "backfill.spark.conf."
 RECONCILE_INTERVAL_MS = "reconcile.interval.ms"
 RECONCILE_SPARK_CONF_PREFIX = "reconcile.spark.conf."
 #: Beyond MM2: per-partition or per-topic replication metrics (source_mirror.partition_metrics).
-REPLICATION_METRICS_LEVEL = "replication.metrics.level"
 
 SOURCE_CONFIG_DEF = COMMON_CONFIG_DEF.merged(ConfigDef([
     ConfigKey("refresh.topics.enabled", Type.BOOLEAN, default="true", importance=Importance.LOW, group=GROUP,
@@ -74,13 +74,7 @@ SOURCE_CONFIG_DEF = COMMON_CONFIG_DEF.merged(ConfigDef([
                   "partition per request and producers with linger.ms=0 write one record per batch. Larger "
                   "batches are forwarded as they are. 0 forwards every batch as fetched. Keep it below the "
                   "target's message.max.bytes."),
-    ConfigKey(REPLICATION_METRICS_LEVEL, Type.STRING, default="partition", validator=OneOf(("partition", "topic")),
-              importance=Importance.LOW, group=GROUP,
-              doc="Beyond MM2, like Connect's metrics.recording.level: 'partition' (default) exports the "
-                  "replication metrics per source/target/topic/partition, as MM2 tags them; 'topic' exports "
-                  "one series per topic (the partition label empty: counters and lag summed over the topic's "
-                  "partitions, age and latency of its latest record), so /metrics stays small at thousands of "
-                  "partitions. The dashboard and alert rules work at either level (docs/operations.md)."),
+    REPLICATION_METRICS_LEVEL_KEY,
     ConfigKey("heartbeats.replication.enabled", Type.BOOLEAN, default="true", importance=Importance.LOW,
               group=GROUP, doc="Replicate heartbeats topics whatever the topic filter says."),
     ConfigKey(BACKFILL_SPARK_ENABLED, Type.BOOLEAN, default="false", importance=Importance.MEDIUM, group=GROUP,

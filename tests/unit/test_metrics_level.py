@@ -135,3 +135,32 @@ def test_a_topic_gauge_stays_while_any_task_mirrors_the_topic_and_goes_with_the_
     again = partition_metrics("topic", ("LVLG", "B", "A.g", "0"))
     assert sample("replication_lag_records", source="LVLG", target="B", topic="A.g", partition="") == 0
     again.forget_gauges()
+
+
+@pytest.mark.parametrize("level", ["partition", "topic"])
+async def test_checkpoint_latency_follows_the_level(level):
+    """The checkpoint connector reads the same setting: at topic level one series per group and
+    topic (partition label empty) however many of the topic's partitions it checkpoints."""
+    import time
+
+    from mirrorline.api import RecordMetadata, SourceRecord
+    from mirrorline.connectors.checkpoint.config import CHECKPOINT_CONFIG_DEF
+    from mirrorline.connectors.checkpoint.task import MirrorCheckpointTask
+    from mirrorline.connectors.mirror_client.formats import checkpoint_partition
+
+    parsed = CHECKPOINT_CONFIG_DEF.parse({"source.cluster.alias": f"CK{level}", REPLICATION_METRICS_LEVEL: level})
+    assert parsed[REPLICATION_METRICS_LEVEL] == level
+    task = MirrorCheckpointTask()
+    task.source, task.target = f"CK{level}", "B"
+    task.latency_by_partition = level == "partition"
+    now = int(time.time() * 1000)
+    for p in range(PARTITIONS):
+        record = SourceRecord(checkpoint_partition("g1", f"CK{level}.t0", p), {"offset": 0}, "checkpoints", 0,
+                              b"k", b"v", [], now)
+        await task.commit_record(record, RecordMetadata("checkpoints", 0, p, now))
+    labels = [sample.labels for metric in REGISTRY.collect()
+              if metric.name == "kafka_connect_mirror_checkpoint_connector_checkpoint_latency_ms"
+              for sample in metric.samples if sample.labels.get("source") == f"CK{level}"]
+    expected = [str(p) for p in range(PARTITIONS)] if level == "partition" else [""]
+    assert sorted(label["partition"] for label in labels) == expected
+    assert {label["group"] for label in labels} == {"g1"}
