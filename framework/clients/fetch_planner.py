@@ -68,20 +68,18 @@ def plan_actions(self, assignment):
     else:
         # Without preferred replicas every partition is fetched from its leader: walk the
         # partitions grouped by leader, and skip a node's whole group while its fetch is in flight.
-        by_topic = cluster._partitions
-        for tp in records:
-            if tp in assignment._tp_state:
-                backoff = records[tp].calculate_backoff()
-                if backoff:
-                    backoff_by_nodes[_leader(by_topic, tp)].append(backoff)
-        layout = _groups(self, assignment, by_topic)
+        layout = _groups(self, assignment, cluster._partitions)
         layout.take_changes()
-        # partitions with records waiting for the caller are left out of this plan only
+        # partitions with records waiting for the caller: their node's backoff, and left out of this plan only
         waiting: dict = {}
         for tp in records:
-            place = layout.place.get(tp)
-            if place is not None:
-                waiting.setdefault(place[0], {}).setdefault(place[1], set()).add(tp.partition)
+            place = layout.place.get(tp)  # (leader, topic) of an assigned partition
+            if place is None:
+                continue
+            backoff = records[tp].calculate_backoff()
+            if backoff:
+                backoff_by_nodes[place[0]].append(backoff)
+            waiting.setdefault(place[0], {}).setdefault(place[1], set()).add(tp.partition)
         in_flight = self._in_flight
         for node_id, group in layout.nodes.items():
             if node_id in in_flight:
@@ -165,8 +163,8 @@ def track_state_changes() -> None:
         if getattr(original, _TRACKING_MARKER, False):
             continue
 
-        def tracked(self, *args, _original=original):
-            result = _original(self, *args)
+        def tracked(self, *args, _original=original, **kwargs):
+            result = _original(self, *args, **kwargs)
             changed = getattr(self._assignment, "_mirrorline_changed", None)
             if changed is not None:
                 changed.add(self)
