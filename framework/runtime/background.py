@@ -10,6 +10,23 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 
+class StrayCancellation(RuntimeError):
+    """A ``CancelledError`` that nobody requested ended a coroutine.
+
+    It comes from inside: code that awaited a task or future which was itself cancelled (a
+    client's internal task, an abandoned stop) lets the ``CancelledError`` through. Taken for the
+    coroutine's own cancellation it would end a loop silently; the runtime reports it as this
+    failure instead.
+    """
+
+
+def cancelled_from_outside() -> bool:
+    """Whether the current task was asked to stop (``task.cancel()``), as opposed to meeting a
+    ``CancelledError`` raised from inside what it awaited (Python 3.11's ``Task.cancelling()``)."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
+
+
 class BackgroundTasks:
     """Starts named asyncio tasks, logs the ones that crash, and cancels and awaits them all on close."""
 
@@ -26,7 +43,12 @@ class BackgroundTasks:
 
     def _done(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
+        if task.cancelled():
+            if task.cancelling() == 0:  # nobody called task.cancel(): a CancelledError from inside ended it
+                log.error("Background task %s ended with a CancelledError that nobody requested (it awaited "
+                          "something that was cancelled); what it did has stopped. Please report it", task.get_name())
+            return
+        if task.exception() is not None:
             log.error("Background task %s crashed: %r. Its owner should have caught this; please report it "
                       "with this trace", task.get_name(), task.exception(), exc_info=task.exception())
 

@@ -14,6 +14,8 @@ import logging
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from mirrorline.runtime.background import StrayCancellation
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -29,7 +31,9 @@ class LifecycleTimeout(TimeoutError):
 async def bounded(coro: Coroutine[Any, Any, T], timeout: float, what: str) -> T:
     """Await ``coro`` for at most ``timeout`` seconds; raise :class:`LifecycleTimeout` naming ``what`` after.
 
-    The caller being cancelled cancels ``coro`` too. On timeout ``coro`` is cancelled and
+    The caller being cancelled cancels ``coro`` too. ``coro`` ending with a ``CancelledError`` of
+    its own (it awaited something cancelled) raises :class:`StrayCancellation`, an ordinary
+    exception, so the caller does not take itself for cancelled. On timeout ``coro`` is cancelled and
     abandoned (not awaited); if it ignores the cancellation it keeps running unobserved and
     its end is logged.
     """
@@ -40,6 +44,8 @@ async def bounded(coro: Coroutine[Any, Any, T], timeout: float, what: str) -> T:
         task.cancel()
         raise
     if done:
+        if task.cancelled():  # not by us: a CancelledError from inside, which must not pass for the caller's own
+            raise StrayCancellation(f"{what} ended with a CancelledError that nobody requested")
         return task.result()
     task.cancel()
     _ABANDONED.add(task)

@@ -12,7 +12,7 @@ from mirrorline.api.errors import ConnectError
 from mirrorline.api.records import ConnectorTaskId
 from mirrorline.api.sink import ErrantRecordReporter, SinkTaskContext, TopicPartition
 from mirrorline.clients.runtime_clients import KAFKA_CLIENTS
-from mirrorline.runtime.background import BackgroundTasks
+from mirrorline.runtime.background import BackgroundTasks, StrayCancellation, cancelled_from_outside
 from mirrorline.storage.offsets import OffsetStore
 
 
@@ -45,9 +45,12 @@ class OwnedBackground:
 
     async def _guarded(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
         try:
-            await coro
-        except asyncio.CancelledError:
-            raise
+            try:
+                await coro
+            except asyncio.CancelledError:
+                if cancelled_from_outside():
+                    raise
+                raise StrayCancellation("ended with a CancelledError that nobody requested") from None
         except Exception as exc:
             crash = BackgroundCrash(f"{self._background.owner}: background task {name!r} crashed: {exc!r}")
             crash.__cause__ = exc
