@@ -114,7 +114,7 @@ class MirrorCheckpointConnector(SourceConnector):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning("Refreshing consumer groups failed, retrying in %ss: %s", interval_s, exc)
+                log.warning("Refreshing consumer groups failed, retrying in %ss: %r", interval_s, exc)
                 continue
             if found != self.groups:
                 log.info("Consumer groups to checkpoint changed (%d -> %d); re-splitting tasks",

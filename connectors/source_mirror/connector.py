@@ -220,8 +220,11 @@ class MirrorSourceConnector(SourceConnector):
                 await asyncio.wait_for(action(), self.config["admin.timeout.ms"] / 1000)
             except asyncio.CancelledError:
                 raise
+            except TimeoutError:  # its str() is empty: say what timed out
+                log.warning("%s did not finish within admin.timeout.ms=%d; retrying in %ss",
+                            action.__name__.strip("_"), self.config["admin.timeout.ms"], interval_s)
             except Exception as exc:  # MM2: scheduled admin work logs and retries at the next interval
-                log.warning("%s failed, retrying in %ss: %s", action.__name__.strip("_"), interval_s, exc)
+                log.warning("%s failed, retrying in %ss: %r", action.__name__.strip("_"), interval_s, exc)
             await asyncio.sleep(interval_s)
 
     async def _apply_stored_selection(self) -> None:

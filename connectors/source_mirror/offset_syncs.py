@@ -230,11 +230,20 @@ class OffsetSyncWriter:
 
     async def fire_pending(self) -> None:
         """Send waiting syncs while fewer than MAX_OUTSTANDING are in flight (all of them when closing)."""
+        failed: list[str] = []
+        first_error: BaseException | None = None
         async with self._send_lock:
             while self._pending and (self._closing or len(self._in_flight) < MAX_OUTSTANDING):
-                await self._send_next()
+                error, where = await self._send_next()
+                if error is not None:
+                    failed.append(where)
+                    first_error = first_error or error
+        if failed:  # one line per round: a producer closed under thousands of syncs is one event
+            log.warning("Could not send %d offset sync(s) (%s%s): %s; later syncs of those partitions cover them",
+                        len(failed), ", ".join(failed[:5]), ", ..." if len(failed) > 5 else "", first_error)
 
-    async def _send_next(self) -> None:
+    async def _send_next(self) -> tuple[BaseException | None, str]:
+        """Send the next waiting sync; returns the error that stopped it (or None) and its partition."""
         key = next(iter(self._pending))
         queue = self._pending.pop(key)
         entry = queue.popleft()
@@ -251,12 +260,12 @@ class OffsetSyncWriter:
                                                headers=chain_headers(self._writer_id, number, resumes_after))
         except Exception as exc:
             self.failed_sends += 1
-            log.warning("Could not send offset sync for %s-%s: %s", sync.topic, sync.partition, exc)
-            return
+            return exc, f"{sync.topic}-{sync.partition}"
         log.debug("Offset sync %s-%s: upstream %s -> downstream %s (#%d)", sync.topic, sync.partition,
                   sync.upstream_offset, sync.downstream_offset, number)
         self._in_flight.add(future)
         future.add_done_callback(self._sent)
+        return None, ""
 
     def _sent(self, future: asyncio.Future) -> None:
         self._in_flight.discard(future)

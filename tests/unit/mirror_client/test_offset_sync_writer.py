@@ -210,6 +210,23 @@ async def test_a_failed_send_leaves_a_hole_in_the_numbers():
     assert [(c.sequence, c.resumes_after) for c in producer.chains()] == [(1, None)]
 
 
+async def test_a_closed_producer_under_many_syncs_is_one_warning_with_the_count(caplog):
+    class Closed(RecordingProducer):
+        async def send(self, *args, **kwargs):
+            raise RuntimeError("ProducerClosed")
+
+    writer = OffsetSyncWriter(Closed(), TOPIC, max_lag=0)
+    for partition in range(40):
+        writer.record("orders", partition, 0, 0)
+    writer._closing = True  # as close() does: everything waiting is sent now
+    with caplog.at_level("WARNING", logger="mirrorline.connectors.source_mirror.offset_syncs"):
+        await writer.fire_pending()
+    assert writer.failed_sends == 40
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line.startswith("Could not send 40 offset sync(s) (orders-0, orders-1, orders-2, orders-3, orders-4, ...)")
+    assert "ProducerClosed" in line
+
+
 def _writer_state(writer: OffsetSyncWriter) -> tuple:
     pending = {k: [(q.sync.upstream_offset, q.sync.downstream_offset, q.needed) for q in queue]
                for k, queue in writer._pending.items()}
