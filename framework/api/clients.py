@@ -296,6 +296,13 @@ class Consumer(_Client):
     def last_stable_offset(self, partition: TopicPartition) -> int | None:
         """The partition's last stable offset as of the last fetch (read_committed consumers; None before one)."""
 
+    def fetch_states(self, partitions: Iterable[TopicPartition]
+                     ) -> list[tuple[TopicPartition, int | None, int | None, int | None]]:
+        """``(partition, fetch position, high watermark, last stable offset)`` of each of ``partitions``,
+        as :meth:`fetch_position`, :meth:`highwater` and :meth:`last_stable_offset` give them. For
+        sweeps over thousands of partitions: a consumer may answer it in one pass."""
+        return [(tp, self.fetch_position(tp), self.highwater(tp), self.last_stable_offset(tp)) for tp in partitions]
+
     @abstractmethod
     async def getmany(self, *partitions: TopicPartition, timeout_ms: int = 0,
                       max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord | FetchedBatch]]:

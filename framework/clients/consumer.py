@@ -180,6 +180,21 @@ class KafkaConsumer(Consumer):
         state = self._state(partition)
         return None if state is None else state.lso
 
+    def fetch_states(self, partitions: Iterable[TopicPartition]
+                     ) -> list[tuple[TopicPartition, int | None, int | None, int | None]]:
+        try:
+            states = self._consumer._subscription.subscription.assignment._tp_state
+        except AttributeError:  # no subscription (yet, or any more)
+            return [(tp, None, None, None) for tp in partitions]
+        out = []
+        for tp in partitions:
+            state = states.get(tp)
+            if state is None:
+                out.append((tp, None, None, None))
+            else:
+                out.append((tp, state._position, state.highwater, state.lso))  # _position: None until valid
+        return out
+
     # -- reading ---------------------------------------------------------------------------------
     async def getmany(self, *partitions: TopicPartition, timeout_ms: int = 0,
                       max_records: int | None = None) -> dict[TopicPartition, list]:

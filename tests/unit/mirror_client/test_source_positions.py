@@ -13,6 +13,7 @@ import pytest
 from aiokafka.structs import ConsumerRecord
 
 from mirrorline.api import OffsetOutOfRangeError, TopicPartition
+from mirrorline.api.clients import Consumer
 from mirrorline.connectors.source_mirror import metrics
 from mirrorline.connectors.source_mirror.positions import PositionState, check_position
 from mirrorline.connectors.source_mirror.task import MirrorSourceTask
@@ -123,6 +124,8 @@ class FakeConsumer:
     def fetch_position(self, tp):
         state = self.positions.get(tp)
         return state.position if state is not None and state.has_valid_position else None
+
+    fetch_states = Consumer.fetch_states  # the API's default: one call per partition
 
     async def getmany(self, *partitions, timeout_ms=0, max_records=None):
         step = self.script.pop(0) if self.script else {}
