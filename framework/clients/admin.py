@@ -20,7 +20,7 @@ from mirrorline.api.errors import KafkaError
 from mirrorline.api.kafka import (BrokerInfo, ClusterDescription, ConfigEntry, GroupListing, NewTopic,
                                   OffsetAndMetadata, PartitionInfo, TopicDescription, TopicPartition)
 from mirrorline.clients import kafka_admin
-from mirrorline.clients.consumer import AIO_ERRORS, aio, ours
+from mirrorline.clients.consumer import AIO_ERRORS, aio
 from mirrorline.clients.errors import error_for_code, translate
 from mirrorline.clients.kafka_clients import client_kwargs
 from mirrorline.clients.topic_ids import PartitionCountsRequest, TopicIdsRequest
@@ -36,6 +36,8 @@ class KafkaAdmin(Admin):
         # Topics are described with Metadata v12, read by a hand decoder (:mod:`.metadata_v12`): at
         # thousands of partitions aiokafka's own request and decoding cost most of an idle refresh.
         self._metadata_v12 = True
+        #: group -> node id of its coordinator, as last found (a checkpoint cycle asks every group again)
+        self._coordinators: dict[str, int] = {}
 
     @classmethod
     def from_settings(cls, props: Mapping[str, Any]) -> KafkaAdmin:
@@ -133,8 +135,10 @@ class KafkaAdmin(Admin):
     async def list_consumer_group_offsets(self, group: str, partitions: Iterable[TopicPartition] | None = None
                                           ) -> dict[TopicPartition, OffsetAndMetadata]:
         wanted = None if partitions is None else aio(partitions)
-        found = await self._call(self._admin.list_consumer_group_offsets(group, partitions=wanted))
-        return {ours(tp): OffsetAndMetadata(meta.offset, meta.metadata or "") for tp, meta in found.items()}
+        found = await self._call(kafka_admin.list_consumer_group_offsets(self._admin, group, wanted,
+                                                                         self._coordinators))
+        return {TopicPartition(tp[0], tp[1]): OffsetAndMetadata(offset, metadata or "")
+                for tp, (offset, metadata) in found.items()}
 
     async def describe_consumer_group_state(self, group: str) -> str:
         return await self._call(kafka_admin.describe_consumer_group_state(self._admin, group))

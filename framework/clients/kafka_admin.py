@@ -56,7 +56,7 @@ from aiokafka.protocol.admin import (CreateAclsRequest, CreateTopicsRequest_v3, 
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.client import CoordinationType
 from aiokafka.errors import TransactionalIdAuthorizationFailed
-from aiokafka.protocol.commit import OffsetCommitRequest
+from aiokafka.protocol.commit import OffsetCommitRequest, OffsetFetchRequest
 from aiokafka.protocol.transaction import InitProducerIdRequest
 from aiokafka.protocol.types import Array, Boolean, Int8, Int16, Int32, Schema, String
 
@@ -302,7 +302,7 @@ _COORDINATOR_TIMEOUT_S = 30.0
 def _error_codes(response) -> set[int]:
     codes = {getattr(response, "error_code", 0)}
     for _topic, partitions in response.topics:
-        codes.update(error_code for _partition, error_code in partitions)
+        codes.update(partition[-1] for partition in partitions)  # the error code comes last in each
     return codes
 
 
@@ -319,19 +319,35 @@ async def _find_coordinator(admin: AIOKafkaAdminClient, group: str) -> int:
         await asyncio.sleep(0.2)
 
 
-async def _send_to_group_coordinator(admin: AIOKafkaAdminClient, group: str, request: Request):
-    """Send ``request`` to ``group``'s coordinator, retrying while the coordinator moves or loads."""
+async def _send_to_group_coordinator(admin: AIOKafkaAdminClient, group: str, request: Request,
+                                     coordinators: dict[str, int] | None = None):
+    """Send ``request`` to ``group``'s coordinator, retrying while the coordinator moves or loads.
+
+    ``coordinators`` (group -> node id) remembers where each group's coordinator was found, so a
+    call repeated every cycle costs one request, not two; an answer or error saying the
+    coordinator moved drops the entry and it is looked up again.
+    """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + _COORDINATOR_TIMEOUT_S
     while True:
+        coordinator = None if coordinators is None else coordinators.get(group)
         try:
-            coordinator = await _find_coordinator(admin, group)
+            if coordinator is None:
+                coordinator = await _find_coordinator(admin, group)
+                if coordinators is not None:
+                    coordinators[group] = coordinator
             response = await admin._send_request(request, coordinator)
         except KafkaError as exc:
+            if coordinators is not None:
+                coordinators.pop(group, None)
             if not getattr(exc, "retriable", False) or loop.time() > deadline:
                 raise
         else:
-            if not (_error_codes(response) & _COORDINATOR_RETRY_CODES) or loop.time() > deadline:
+            if not (_error_codes(response) & _COORDINATOR_RETRY_CODES):
+                return response
+            if coordinators is not None:
+                coordinators.pop(group, None)
+            if loop.time() > deadline:
                 return response
         await asyncio.sleep(0.2)
 
@@ -435,6 +451,33 @@ async def incremental_alter_configs(admin: AIOKafkaAdminClient, topic: str, set_
         if error_code:
             raise for_code(error_code)(f"incremental alter configs of topic {name!r} failed: "
                                        f"{error_message or 'no message'}")
+
+
+async def list_consumer_group_offsets(admin: AIOKafkaAdminClient, group: str,
+                                      partitions: Iterable[TopicPartition] | None = None,
+                                      coordinators: dict[str, int] | None = None
+                                      ) -> dict[TopicPartition, tuple[int, str]]:
+    """The committed offsets of ``group`` (of ``partitions``, or all), as ``(offset, metadata)``.
+
+    An OffsetFetch (v2/v3, as negotiated) sent to the group's coordinator, looked up once and
+    remembered in ``coordinators``. Unlike aiokafka's ``list_consumer_group_offsets``, the
+    group-level error code is read: a coordinator that moved or is loading is asked again
+    (aiokafka returned no offsets at all, as if the group had none), other errors are raised.
+    """
+    wanted = None if partitions is None else [(topic, [tp.partition for tp in tps])
+                                              for topic, tps in _by_topic(partitions).items()]
+    response = await _send_to_group_coordinator(admin, group, OffsetFetchRequest(group, wanted), coordinators)
+    error_code = getattr(response, "error_code", 0)
+    if error_code:
+        raise for_code(error_code)(f"reading the committed offsets of group {group!r} failed")
+    found = {}
+    for topic, answered in response.topics:
+        for partition, offset, metadata, error_code in answered:
+            if error_code:
+                raise for_code(error_code)(f"reading the committed offset of group {group!r} "
+                                           f"for {topic}-{partition} failed")
+            found[TopicPartition(topic, partition)] = (offset, metadata)
+    return found
 
 
 async def alter_consumer_group_offsets(admin: AIOKafkaAdminClient, group: str,

@@ -158,6 +158,16 @@ async def test_admin_group_offsets(cluster_a, make_topic, unique_name):
         listed = await admin.list_consumer_group_offsets(group)
         assert listed == {tp0: OffsetAndMetadata(5, ""), tp1: OffsetAndMetadata(7, "meta")}
         assert all(type(tp) is TopicPartition for tp in listed)
+        # the coordinator is looked up once per group, not on every call (a checkpoint cycle asks
+        # hundreds of groups every minute), and found again when the remembered one is gone
+        lookups = []
+        find_coordinator = admin._admin.find_coordinator
+        admin._admin.find_coordinator = lambda *a, **k: lookups.append(a) or find_coordinator(*a, **k)
+        assert await admin.list_consumer_group_offsets(group, [tp1]) == {tp1: OffsetAndMetadata(7, "meta")}
+        assert lookups == []
+        admin._coordinators[group] = 9999  # no such broker: as after the coordinator's broker left
+        assert await admin.list_consumer_group_offsets(group) == listed
+        assert lookups == [(group,)] and admin._coordinators[group] != 9999
         assert group in [g.group_id for g in await admin.list_consumer_groups()]
         assert await admin.describe_consumer_group_state(group) == "Empty"
 
@@ -222,6 +232,9 @@ async def test_producer_and_consumer(cluster_a, make_topic):
         records = await _read(consumer, tp, 3)
         assert [(r.offset, r.key, r.value) for r in records] == [(i, b"k%d" % i, b"v%d" % i) for i in (2, 3, 4)]
         assert consumer.fetch_position(tp) == 5 and consumer.highwater(tp) == 5
+        unassigned = TopicPartition(topic, 9)
+        assert consumer.fetch_states([tp, unassigned]) == [(tp, 5, 5, consumer.last_stable_offset(tp)),
+                                                           (unassigned, None, None, None)]
         consumer.seek(tp, 50)
         with pytest.raises(OffsetOutOfRangeError) as out_of_range:
             await _read(consumer, tp, 1)
