@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 
 #: How many groups' committed offsets a checkpoint cycle reads at once.
 GROUPS_IN_FLIGHT = 16
+#: fetch.max.wait.ms of the offset-syncs reader unless the user sets one (see start())
+TAIL_FETCH_WAIT_MS = "5000"
 
 
 def next_cycle(monotonic_now: float, wall_now: float, interval_s: float) -> float:
@@ -100,7 +102,10 @@ class MirrorCheckpointTask(SourceTask):
         syncs_topic = self.policy.offset_syncs_topic(self.target if on_source else self.source)
         self.syncs = OffsetSyncStore(initialization_must_read_to_end=not loaded)
         self.reader = OffsetSyncReader(
-            consumer_for(clients, config, side, f"{flow}|offset-syncs-{side}-consumer"),
+            # it tails the topic: the broker answers as soon as a sync arrives, so a long hold only
+            # spaces out the fetches of an idle reader (beyond MM2, whose consumer asks every 500 ms)
+            consumer_for(clients, config, side, f"{flow}|offset-syncs-{side}-consumer",
+                         defaults={"fetch.max.wait.ms": TAIL_FETCH_WAIT_MS}),
             syncs_topic, self.syncs, self.context.run_in_background)
         await self.reader.start()
         self._next_emit = time.monotonic()
@@ -117,13 +122,11 @@ class MirrorCheckpointTask(SourceTask):
         wait = self._next_emit - time.monotonic()
         if wait > 0:
             await asyncio.sleep(min(wait, self.step_s))
-            self._update_age_metrics()
             return []
         self._next_emit = next_cycle(time.monotonic(), time.time(), self.interval_s)
         records = []
         for found in await self._checkpoint_groups():
             records.extend(found)
-        self._update_age_metrics()
         return records
 
     async def _checkpoint_groups(self) -> list[list[SourceRecord]]:
@@ -179,13 +182,12 @@ class MirrorCheckpointTask(SourceTask):
                 self.checkpoints_topic, 0, checkpoint.encode_key(), checkpoint.encode_value(), [], started))
         metrics.FAILOVER_REREAD_RECORDS.labels(self.source, self.target, group).set(reread)
         if records:
+            if group not in self._last_emit:  # the age is computed when scraped: an idle task sets nothing
+                emitted = self._last_emit
+                metrics.CHECKPOINT_AGE_SECONDS.labels(self.source, self.target, group).set_function(
+                    lambda: time.time() - emitted[group])
             self._last_emit[group] = time.time()
         return records
-
-    def _update_age_metrics(self) -> None:
-        now = time.time()
-        for group, emitted in self._last_emit.items():
-            metrics.CHECKPOINT_AGE_SECONDS.labels(self.source, self.target, group).set(now - emitted)
 
     async def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:
         if metadata is None:  # a transform dropped the checkpoint: it was not written
@@ -230,6 +232,11 @@ class MirrorCheckpointTask(SourceTask):
         return {tp: offset for tp, (offset, _) in wanted.items()}
 
     async def stop(self) -> None:
+        for group in getattr(self, "_last_emit", ()):  # computed at scrape: would age on after the task stopped
+            try:
+                metrics.CHECKPOINT_AGE_SECONDS.remove(self.source, self.target, group)
+            except KeyError:
+                pass
         if self._sync_loop is not None:
             self._sync_loop.cancel()
             await asyncio.gather(self._sync_loop, return_exceptions=True)

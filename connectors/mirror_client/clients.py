@@ -69,10 +69,12 @@ async def check_distinct_clusters(config: Mapping[str, Any], source_admin: Admin
 
 
 def consumer_for(clients: KafkaClients, originals: dict[str, Any], side: str, client_id: str,
-                 overrides: Mapping[str, Any] | None = None) -> Consumer:
+                 overrides: Mapping[str, Any] | None = None, defaults: Mapping[str, Any] | None = None) -> Consumer:
     """An unstarted consumer of the source or target cluster from the connector's settings (it never
-    commits); ``overrides`` are client settings applied last (``{"auto.offset.reset": "earliest"}``)."""
-    return clients.consumer({"client.id": client_id, **client_props(originals, side, "consumer"), **(overrides or {})})
+    commits); ``overrides`` are client settings applied last (``{"auto.offset.reset": "earliest"}``),
+    ``defaults`` first (the user's settings replace them)."""
+    return clients.consumer({"client.id": client_id, **(defaults or {}), **client_props(originals, side, "consumer"),
+                             **(overrides or {})})
 
 
 async def assign_at(consumer: Consumer, tp: TopicPartition, offset: int | None = None) -> None:

@@ -54,6 +54,8 @@ log = logging.getLogger(__name__)
 
 _TOPIC_READY_TIMEOUT_S = 30.0
 _READ_TIMEOUT_S = 60.0
+#: fetch.max.wait.ms of the tail's consumer unless the client settings give one
+TAIL_FETCH_WAIT_MS = 5000
 
 
 class KafkaBasedLog:
@@ -93,7 +95,10 @@ class KafkaBasedLog:
         if self._producer.ignored_settings:
             log.debug("log %s: client settings without an equivalent in the client ignored: %s", self.topic,
                       self._producer.ignored_settings)
-        consumer_props = {**props, "auto.offset.reset": "earliest"}
+        # the broker answers the tail's fetch as soon as a record arrives; holding an empty one 5 s
+        # (not the client's 500 ms) only spaces out an idle log's fetches. Its ListOffsets go on a
+        # connection of their own (side_connections), so read_to_end() does not wait behind it.
+        consumer_props = {"fetch.max.wait.ms": str(TAIL_FETCH_WAIT_MS), **props, "auto.offset.reset": "earliest"}
         if self.read_committed:  # end offsets are then the last stable offsets: open transactions are not waited for
             consumer_props["isolation.level"] = "read_committed"
         self._consumer = KafkaConsumer.from_settings(consumer_props)
