@@ -56,6 +56,10 @@ class OwnedBackground:
             crash.__cause__ = exc
             self._on_crash(crash)
 
+    def cancel_background(self) -> None:
+        """Cancel the plugin's background tasks without waiting (its stop was given up on)."""
+        self._background.cancel_all()
+
     async def close_background(self, timeout: float = 10.0) -> None:
         """Cancel the plugin's background tasks and wait (up to ``timeout``) for them to end."""
         await self._background.close(timeout)

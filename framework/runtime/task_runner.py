@@ -155,6 +155,14 @@ class TaskRunner(ABC):
         except Exception as exc:
             log.error("Task %s: %s() raised or hung (%r); its resources may leak", self.id, what, exc)
 
+    def abandon(self) -> None:
+        """Cancel, without waiting, whatever of the task still runs: its stop ran out of time and
+        was given up on. Left alone, its loops and the plugin's background work (an offset-syncs
+        writer, say) would go on against clients the stop already closed."""
+        self._background.cancel_all()
+        if self._context is not None:
+            self._context.cancel_background()
+
     async def _close_pipeline(self, timeout: float) -> None:
         """Stop the task's own background work, then close its transforms, converters and error reporters."""
         if self._context is not None:  # context.run_in_background work

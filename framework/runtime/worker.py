@@ -329,6 +329,7 @@ class Worker:
         try:
             await bounded(worker_task.stop(flush_s), self.stop_timeout_s + flush_s, f"Task {worker_task.id}: stop")
         except Exception as exc:
+            worker_task.abandon()
             log.error("Task %s did not stop cleanly (%r); the worker goes on. Records after its last stored "
                       "offset are written again when it next starts", worker_task.id, exc)
 

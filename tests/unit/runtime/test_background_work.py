@@ -125,3 +125,33 @@ async def test_background_loops_are_cancelled_when_the_connector_and_tasks_stop(
     await rig.rebalance_until_stable()
     await eventually(lambda: sorted(CANCELLED) == ["calm", "calm/task"], what="both loops cancelled")
     assert rig.status_store.connector("calm") is None
+
+
+async def test_a_task_whose_stop_runs_out_of_time_has_its_background_work_cancelled(monkeypatch):
+    """A stop given up on after its timeout left the plugin's background loops running against
+    clients the stop had closed (at 8,000 partitions: an offset-syncs writer logging thousands of
+    'ProducerClosed' lines, and 'Task was destroyed but it is pending' once it was collected)."""
+    from mirrorline.runtime.worker_task import WorkerSourceTask
+
+    patch_record_producer(monkeypatch)
+    BEHAVIOUR.clear()
+    CANCELLED.clear()
+    rig = await start_distributed_herder(PLUGINS, {"task.shutdown.graceful.timeout.ms": "200",
+                                                   "offset.flush.timeout.ms": "100"})
+    try:
+        await rig.rebalance()
+        BEHAVIOUR["stuck"] = "forever"
+        await _create(rig, "stuck")
+        await eventually(lambda: (s := rig.status_store.tasks("stuck").get(0)) and s.state == State.RUNNING,
+                         what="task RUNNING")
+
+        async def stop_that_hangs(self, timeout: float = 10.0) -> None:
+            await asyncio.Event().wait()  # e.g. a flush against a broker that stopped answering
+
+        monkeypatch.setattr(WorkerSourceTask, "stop", stop_that_hangs)
+        await rig.herder.delete_connector("stuck")
+        await rig.rebalance_until_stable()
+        await eventually(lambda: "stuck/task" in CANCELLED, what="the task's background loop cancelled")
+    finally:
+        monkeypatch.undo()
+        await rig.stop()
