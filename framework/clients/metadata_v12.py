@@ -213,20 +213,47 @@ def _count_partitions(data: bytes, pos: int, count: int) -> tuple[int, int]:
 _NO_TAGS: dict = {}
 
 
+class _RecentAnswers:
+    """The last few answers decoded, by their exact bytes: an idle mirror asks the same questions
+    every refresh and the cluster gives the same answer, so each is decoded once. The bytes are
+    the key, so a changed answer is always decoded anew."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._answers: dict[bytes, MetadataV12] = {}
+
+    def decode(self, body: bytes, details: bool) -> MetadataV12:
+        answer = self._answers.pop(body, None)
+        if answer is None:
+            answer = decode(body, 0, details)
+            if len(self._answers) >= self.size:
+                del self._answers[next(iter(self._answers))]  # the least recently used
+        self._answers[body] = answer
+        return answer
+
+
 class MetadataResponseV12:
-    """aiokafka response type for Metadata v12: ``decode`` reads the rest of the frame by hand."""
+    """aiokafka response type for Metadata v12: ``decode`` reads the rest of the frame by hand.
+
+    Answers byte-for-byte equal to a recent one are not decoded again: the same
+    :class:`MetadataV12` is returned, so callers must never change what they are given.
+    """
 
     API_KEY = 3
     API_VERSION = 12
     DETAILS = True
+    #: a detailed answer holds a tuple per partition (MBs at thousands): only the last two are kept
+    _recent = _RecentAnswers(2)
 
     @classmethod
     def decode(cls, data: BytesIO) -> MetadataV12:
         """Decode the remainder of ``data`` (aiokafka hands a BytesIO past the response header)."""
-        return decode(data.getbuffer(), data.tell(), cls.DETAILS)
+        return cls._recent.decode(data.read(), cls.DETAILS)
 
 
 class MetadataCountsV12(MetadataResponseV12):
     """As :class:`MetadataResponseV12`, with each topic's partitions counted, not decoded."""
 
     DETAILS = False
+    #: counted answers are small (a tuple per topic): enough for every question an idle mirror repeats
+    _recent = _RecentAnswers(16)

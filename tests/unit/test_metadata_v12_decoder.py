@@ -5,7 +5,7 @@ from io import BytesIO
 import pytest
 from aiokafka.protocol.types import TaggedFields
 
-from mirrorline.clients.metadata_v12 import MetadataResponseV12, decode
+from mirrorline.clients.metadata_v12 import MetadataCountsV12, MetadataResponseV12, decode
 from mirrorline.clients.topic_ids import MetadataResponse_v12
 
 
@@ -47,6 +47,34 @@ def test_response_type_reads_from_the_frame_position():
     answer = MetadataResponseV12.decode(frame)
     assert [t[1] for t in answer.topics] == ["topic-0", "topic-1", "missing"]
     assert answer.topics[0][3] is True and answer.topics[1][3] is False
+
+
+def test_an_answer_seen_recently_is_not_decoded_again_and_a_changed_one_is(monkeypatch):
+    """An idle mirror asks the same questions every refresh; the same bytes are decoded once."""
+    from mirrorline.clients import metadata_v12
+
+    monkeypatch.setattr(MetadataCountsV12, "_recent", metadata_v12._RecentAnswers(2))
+    decoded = []
+    real_decode = metadata_v12.decode
+    monkeypatch.setattr(metadata_v12, "decode", lambda *a: decoded.append(a) or real_decode(*a))
+    first, second, third = (_answer(topics=n, partitions=2).encode() for n in (1, 2, 3))
+
+    def frame(raw):
+        framed = BytesIO(b"HDR" + raw)
+        framed.seek(3)
+        return MetadataCountsV12.decode(framed)
+
+    one = frame(first)
+    assert frame(first) is one and len(decoded) == 1
+    assert [t[4] for t in one.topics] == [2, 0]  # counted: the missing topic has none
+    frame(second)
+    frame(first)  # still recent: the least recently used is `second`
+    frame(third)  # evicts `second`
+    assert len(decoded) == 3
+    frame(first)
+    assert len(decoded) == 3
+    frame(second)
+    assert len(decoded) == 4
 
 
 def test_tagged_fields_are_skipped():
