@@ -40,12 +40,12 @@ def contiguous_chunks(items: list[str], count: int) -> list[list[str]]:
 async def find_groups(admin: Admin, group_filter: GroupFilter, topic_filter: TopicFilter) -> list[str]:
     """Source groups the filter accepts that have committed offsets on an accepted topic (KAFKA-14837)."""
     groups = sorted({g[0] for g in await admin.list_consumer_groups() if group_filter.should_replicate_group(g[0])})
+    committed = await admin.list_consumer_groups_offsets(groups) if groups else {}
     found = []
     for group in groups:
-        try:
-            offsets = await admin.list_consumer_group_offsets(group)
-        except Exception as exc:
-            log.warning("Could not read committed offsets of group %s: %s", group, exc)
+        offsets = committed.get(group)
+        if isinstance(offsets, Exception) or offsets is None:
+            log.warning("Could not read committed offsets of group %s: %s", group, offsets or "no answer for it")
             continue
         if any(topic_filter.should_replicate_topic(tp.topic) for tp in offsets):
             found.append(group)

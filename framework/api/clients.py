@@ -218,6 +218,19 @@ class Admin(_Client):
                                           ) -> dict[TopicPartition, OffsetAndMetadata]:
         """The committed offsets of ``group`` (only ``partitions`` if given; ``-1`` offset: none)."""
 
+    async def list_consumer_groups_offsets(self, groups: Iterable[str]
+                                           ) -> dict[str, dict[TopicPartition, OffsetAndMetadata] | Exception]:
+        """Every committed offset of each of ``groups``; a group that could not be read maps to its
+        error, the others are unaffected. This default asks group by group; a client may ask many
+        groups at once (Kafka 3.0+ brokers answer many in one request)."""
+        out: dict[str, dict[TopicPartition, OffsetAndMetadata] | Exception] = {}
+        for group in dict.fromkeys(groups):
+            try:
+                out[group] = await self.list_consumer_group_offsets(group)
+            except Exception as exc:  # noqa: BLE001 - the caller is told per group
+                out[group] = exc
+        return out
+
     @abstractmethod
     async def describe_consumer_group_state(self, group: str) -> str:
         """The state of ``group`` as the broker names it: "Empty", "Stable", ..., "Dead" when it does not exist."""

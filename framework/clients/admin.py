@@ -19,7 +19,7 @@ from mirrorline.api.clients import AclBinding, AclFilter, Admin
 from mirrorline.api.errors import KafkaError
 from mirrorline.api.kafka import (BrokerInfo, ClusterDescription, ConfigEntry, GroupListing, NewTopic,
                                   OffsetAndMetadata, PartitionInfo, TopicDescription, TopicPartition)
-from mirrorline.clients import kafka_admin
+from mirrorline.clients import group_offsets, kafka_admin
 from mirrorline.clients.consumer import AIO_ERRORS, aio
 from mirrorline.clients.errors import error_for_code, translate
 from mirrorline.clients.kafka_clients import client_kwargs
@@ -38,6 +38,8 @@ class KafkaAdmin(Admin):
         self._metadata_v12 = True
         #: group -> node id of its coordinator, as last found (a checkpoint cycle asks every group again)
         self._coordinators: dict[str, int] = {}
+        #: many groups' offsets per request (FindCoordinator v4, OffsetFetch v8), until a broker refuses
+        self._batched_group_offsets = True
 
     @classmethod
     def from_settings(cls, props: Mapping[str, Any]) -> KafkaAdmin:
@@ -139,6 +141,23 @@ class KafkaAdmin(Admin):
                                                                          self._coordinators))
         return {TopicPartition(tp[0], tp[1]): OffsetAndMetadata(offset, metadata or "")
                 for tp, (offset, metadata) in found.items()}
+
+    async def list_consumer_groups_offsets(self, groups: Iterable[str]
+                                           ) -> dict[str, dict[TopicPartition, OffsetAndMetadata] | Exception]:
+        names = list(dict.fromkeys(groups))
+        if self._batched_group_offsets and names:
+            try:
+                found = await group_offsets.fetch_group_offsets(self._admin, names, self._coordinators)
+            except group_offsets.BatchedUnsupported:  # a broker before Kafka 3.0: one request per group
+                self._batched_group_offsets = False
+            except AIO_ERRORS as exc:
+                raise translate(exc) from exc
+            else:
+                return {group: translate(answer) if isinstance(answer, Exception) else
+                        {TopicPartition(topic, partition): OffsetAndMetadata(offset, metadata)
+                         for (topic, partition), (offset, metadata) in answer.items()}
+                        for group, answer in found.items()}
+        return await super().list_consumer_groups_offsets(names)
 
     async def describe_consumer_group_state(self, group: str) -> str:
         return await self._call(kafka_admin.describe_consumer_group_state(self._admin, group))

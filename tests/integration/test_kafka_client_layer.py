@@ -193,6 +193,41 @@ async def test_admin_group_offsets(cluster_a, make_topic, unique_name):
     assert [c.offset for c in committed] == [5, -1001]  # -1001: librdkafka's "no committed offset"
 
 
+async def test_admin_offsets_of_many_groups_in_one_request(cluster_a, make_topic, unique_name):
+    """Kafka 3.0+ answers many groups per FindCoordinator (v4) and OffsetFetch (v8): a checkpoint
+    cycle over hundreds of groups is a couple of requests, not two per group. The answers equal
+    the one-group-per-request ones and what librdkafka reads."""
+    bootstrap = cluster_a.bootstrap_servers
+    topic = await make_topic(cluster_a, 3, "wall-many-groups")
+    groups = [unique_name(f"wall-many-{i}") for i in range(5)]
+    never_committed = unique_name("wall-many-none")
+    async with KAFKA_CLIENTS.admin({"bootstrap.servers": bootstrap}) as admin:
+        for i, group in enumerate(groups):
+            await admin.alter_consumer_group_offsets(
+                group, {TopicPartition(topic, p): (10 * i + p, f"m{i}") for p in range(3) if (i + p) % 2 == 0})
+        sent = []
+        send = admin._admin._send_request
+        admin._admin._send_request = lambda request, *a: sent.append(type(request).__name__) or send(request, *a)
+        batched = await admin.list_consumer_groups_offsets([*groups, never_committed])
+        assert sorted(sent) == ["FetchGroupsOffsets", "FindGroupCoordinators"]
+        assert batched[never_committed] == {}
+        for i, group in enumerate(groups):
+            assert batched[group] == {TopicPartition(topic, p): OffsetAndMetadata(10 * i + p, f"m{i}")
+                                      for p in range(3) if (i + p) % 2 == 0}
+        sent.clear()
+        assert await admin.list_consumer_groups_offsets(groups) == {g: batched[g] for g in groups}
+        assert sent == ["FetchGroupsOffsets"]  # the coordinators are remembered
+        admin._batched_group_offsets = False  # as before Kafka 3.0: one request per group
+        assert await admin.list_consumer_groups_offsets(groups) == {g: batched[g] for g in groups}
+
+    reader = RdConsumer({"bootstrap.servers": bootstrap, "group.id": groups[3]})
+    try:
+        committed = await asyncio.to_thread(reader.committed, [RdPartition(topic, p) for p in range(3)], 10)
+    finally:
+        reader.close()
+    assert [c.offset for c in committed] == [-1001, 31, -1001]
+
+
 def _poll_until_assigned(consumer) -> None:
     for _ in range(60):
         consumer.poll(0.5)
