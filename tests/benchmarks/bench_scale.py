@@ -21,7 +21,10 @@ MM2's defaults otherwise), and these phases (``--phases``):
   engine's peak RSS and CPU-seconds up to then; TCP connections to each cluster.
 - ``metrics`` (mirrorline): size and scrape time of ``GET /metrics`` (MM2 has JMX only).
 - ``idle``: CPU-seconds over the next ``--idle-seconds`` (60) with no new records: refresh,
-  config sync, checkpoints, heartbeats, fetch loops.
+  config sync, checkpoints, heartbeats, fetch loops. The first minute after the copy still holds
+  work the copy left (the offsets flush of every partition, the first checkpoint cycle over the
+  copied positions); with ``--idle-seconds`` of 120 or more the minutes after the first are
+  also reported apart ("steady idle").
 - ``pickup``: a new topic among the others: from its creation (with records) until its remote
   topic holds them.
 - ``checkpoint``: every group commits a new position on the source; from the earliest
@@ -142,6 +145,7 @@ class Run:
     metrics_series: int | None = None
     metrics_scrape_s: float | None = None
     idle_cpu_s_per_min: float | None = None
+    steady_idle_cpu_s_per_min: float | None = None
     pickup_s: float | None = None
     checkpoint_cycle_s: float | None = None
     recovery_s: float | None = None
@@ -393,13 +397,21 @@ def run_engine(engine: str, alias: str, a: str, b: str, ports: dict[str, int], d
                     [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(running.proc.pid),
                      "--duration", str(int(args.idle_seconds)), "--format", "raw", "--output", str(stacks),
                      "--rate", "50", "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(args.idle_seconds)
+            if args.idle_seconds >= 120:
+                time.sleep(60)
+                cpu1, t_steady = running.cpu_s(), time.perf_counter()
+                time.sleep(args.idle_seconds - 60)
+                result.steady_idle_cpu_s_per_min = (running.cpu_s() - cpu1) / (time.perf_counter() - t_steady) * 60
+            else:
+                time.sleep(args.idle_seconds)
             if profiler is not None:
                 profiler.wait(60)
                 log(f"    idle stacks (py-spy, collapsed): {stacks}")
             result.idle_cpu_s_per_min = (running.cpu_s() - cpu0) / (time.perf_counter() - t_idle) * 60
             watch.sample()
-            log(f"    idle: {result.idle_cpu_s_per_min:.2f} CPU s per minute")
+            log(f"    idle: {result.idle_cpu_s_per_min:.2f} CPU s per minute"
+                + (f"; after the first minute {result.steady_idle_cpu_s_per_min:.2f}"
+                   if result.steady_idle_cpu_s_per_min is not None else ""))
             trickle.running.set()
         if "pickup" in phases:
             topic = data.new_topic()
@@ -546,7 +558,8 @@ def recovery(engine: str, alias: str, a: str, b: str, data: DataSet, args, tmp: 
 
 COLUMNS = [  # (heading, attribute, format)
     ("copy s", "copy_s", "{:.1f}"), ("CPU s", "copy_cpu_s", "{:.1f}"), ("RSS MiB", "peak_rss_mib", "{:.0f}"),
-    ("idle CPU s/min", "idle_cpu_s_per_min", "{:.2f}"), ("conn A", None, None), ("conn B", None, None),
+    ("idle CPU s/min", "idle_cpu_s_per_min", "{:.2f}"), ("steady idle", "steady_idle_cpu_s_per_min", "{:.2f}"),
+    ("conn A", None, None), ("conn B", None, None),
     ("new topic s", "pickup_s", "{:.1f}"), ("ckpt cycle s", "checkpoint_cycle_s", "{:.2f}"),
     ("/metrics KiB", "metrics_bytes", None), ("series", "metrics_series", "{}"),
     ("scrape ms", "metrics_scrape_s", None), ("recovery s", "recovery_s", "{:.1f}"), ("load", "load_peak", "{:.1f}"),
@@ -583,7 +596,7 @@ def print_table(runs: list[Run]) -> None:
             continue
         parts = []
         for label, attribute in (("copy", "copy_s"), ("RSS", "peak_rss_mib"), ("idle CPU", "idle_cpu_s_per_min"),
-                                 ("CPU", "copy_cpu_s")):
+                                 ("steady idle CPU", "steady_idle_cpu_s_per_min"), ("CPU", "copy_cpu_s")):
             mine, theirs = getattr(run, attribute), getattr(base, attribute)
             if mine and theirs:
                 parts.append(f"{label} {mine / theirs:.2f}x")
