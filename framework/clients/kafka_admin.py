@@ -10,6 +10,10 @@ MM2 needs four things it lacks or only half-offers:
   member id, sent to the group coordinator. The broker accepts it only while the group has no
   active members, which is the same precondition MM2's checkpoint task checks.
 - **delete consumer group offsets** (OffsetDelete, key 47).
+- **read a group's committed offsets** (OffsetFetch, key 9) at a remembered coordinator, with the
+  group-level error code read: aiokafka's ``list_consumer_group_offsets`` looks the coordinator up
+  on every call and returns no offsets when the group-level code says the coordinator moved.
+  (Many groups per request: :mod:`.group_offsets`.)
 - **the state of a group** ("Empty", "Stable", ...), read from aiokafka's raw
   ``describe_consumer_groups`` response.
 - **fence producers** (Admin ``fenceProducers``, KIP-730): an InitProducerId (key 22) with the
