@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import Awaitable, Coroutine
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class StrayCancellation(RuntimeError):
@@ -25,6 +27,17 @@ def cancelled_from_outside() -> bool:
     ``CancelledError`` raised from inside what it awaited (Python 3.11's ``Task.cancelling()``)."""
     task = asyncio.current_task()
     return task is None or task.cancelling() > 0
+
+
+async def without_stray_cancellation(awaitable: Awaitable[T], what: str) -> T:
+    """Await ``awaitable``; a ``CancelledError`` nobody requested comes out as :class:`StrayCancellation`
+    naming ``what``, while the caller's own cancellation passes through as it is."""
+    try:
+        return await awaitable
+    except asyncio.CancelledError:
+        if cancelled_from_outside():
+            raise
+        raise StrayCancellation(f"{what} ended with a CancelledError that nobody requested") from None
 
 
 class BackgroundTasks:

@@ -12,7 +12,7 @@ from mirrorline.api.errors import ConnectError
 from mirrorline.api.records import ConnectorTaskId
 from mirrorline.api.sink import ErrantRecordReporter, SinkTaskContext, TopicPartition
 from mirrorline.clients.runtime_clients import KAFKA_CLIENTS
-from mirrorline.runtime.background import BackgroundTasks, StrayCancellation, cancelled_from_outside
+from mirrorline.runtime.background import BackgroundTasks, without_stray_cancellation
 from mirrorline.storage.offsets import OffsetStore
 
 
@@ -45,12 +45,9 @@ class OwnedBackground:
 
     async def _guarded(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
         try:
-            try:
-                await coro
-            except asyncio.CancelledError:
-                if cancelled_from_outside():
-                    raise
-                raise StrayCancellation("ended with a CancelledError that nobody requested") from None
+            await without_stray_cancellation(coro, f"{self._background.owner}: background task {name!r}")
+        except asyncio.CancelledError:
+            raise
         except Exception as exc:
             crash = BackgroundCrash(f"{self._background.owner}: background task {name!r} crashed: {exc!r}")
             crash.__cause__ = exc

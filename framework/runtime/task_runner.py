@@ -28,7 +28,7 @@ from mirrorline.api.errors import ConnectError
 from mirrorline.clients.errors import translate
 from mirrorline.api.records import ConnectorTaskId
 from mirrorline.runtime import metrics
-from mirrorline.runtime.background import BackgroundTasks, StrayCancellation, cancelled_from_outside
+from mirrorline.runtime.background import BackgroundTasks, without_stray_cancellation
 from mirrorline.runtime.bounded import bounded
 from mirrorline.runtime.converters import RecordConverters
 from mirrorline.runtime.error_handling import ErrorHandler, ErrorSettings
@@ -112,13 +112,9 @@ class TaskRunner(ABC):
     # -- supervision -----------------------------------------------------------------------
     async def _supervised(self, loop: Callable[[], Awaitable[None]], name: str) -> None:
         try:
-            try:
-                await loop()
-            except asyncio.CancelledError:
-                if cancelled_from_outside():
-                    raise
-                raise StrayCancellation(f"Task {self.id}: its {name} loop ended with a CancelledError that "
-                                        "nobody requested") from None
+            await without_stray_cancellation(loop(), f"Task {self.id}: its {name} loop")
+        except asyncio.CancelledError:
+            raise
         except Exception as exc:
             if not isinstance(translate(exc), ConnectError):  # a Kafka client's errors too
                 log.debug("Task %s: its %s loop raised", self.id, name, exc_info=True)

@@ -48,7 +48,7 @@ from mirrorline.api.errors import AlreadyExistsError, BadRequestError, NotFoundE
 from mirrorline.api.records import ConnectorTaskId
 from mirrorline.plugins import PluginRegistry
 from mirrorline.runtime.abstract_herder import AbstractHerder
-from mirrorline.runtime.background import BackgroundTasks, StrayCancellation, cancelled_from_outside
+from mirrorline.runtime.background import BackgroundTasks, without_stray_cancellation
 from mirrorline.runtime.distributed import metrics
 from mirrorline.runtime.distributed.assignment import CONFIG_MISMATCH, Assignment, MemberState, assign
 from mirrorline.runtime.distributed.fencing import ZombieFencing
@@ -197,17 +197,14 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         while True:
             fn, args, future = await self._events.get()
             try:
-                try:
-                    result = await fn(*args)
-                except asyncio.CancelledError:
-                    if cancelled_from_outside():  # the herder is closing
-                        if not future.done():
-                            future.cancel()
-                        raise
-                    # from inside the change (it awaited something cancelled): ending here would leave
-                    # every later change, and the group's rejoin waiting on one, unanswered for good
-                    raise StrayCancellation(f"{getattr(fn, '__name__', fn)} ended with a CancelledError "
-                                            "that nobody requested") from None
+                # a CancelledError from inside the change (it awaited something cancelled) is its
+                # failure: ending here would leave every later change, and the group's rejoin
+                # waiting on one, unanswered for good
+                result = await without_stray_cancellation(fn(*args), getattr(fn, "__name__", str(fn)))
+            except asyncio.CancelledError:  # the herder is closing
+                if not future.done():
+                    future.cancel()
+                raise
             except Exception as exc:  # noqa: BLE001 - one failed change must not stop the herder
                 log.exception("Worker %s: %s%r failed", self.worker_id, getattr(fn, "__name__", fn), args)
                 if not future.done():
