@@ -68,6 +68,7 @@ from mirrorline.api.clients import (AclBinding, AclFilter, AclOperation, AclPerm
                                    ResourceType)
 from mirrorline.api.errors import GroupNotEmptyError
 from mirrorline.api.errors import KafkaError as ContractKafkaError
+from mirrorline.clients.group_offsets import COORDINATOR_CODES
 
 __all__ = [
     "AclBinding",
@@ -299,7 +300,7 @@ class OffsetDeleteRequest(Request[OffsetDeleteRequestStruct]):
 
 # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: find the coordinator
 # again and retry (e.g. while __consumer_offsets is still being created on a fresh cluster).
-_COORDINATOR_RETRY_CODES = {14, 15, 16}
+_COORDINATOR_RETRY_CODES = COORDINATOR_CODES
 _COORDINATOR_TIMEOUT_S = 30.0
 
 
@@ -542,7 +543,7 @@ def _raise_partition_errors(group: str, what: str, topics) -> None:
 
 
 #: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: ask again shortly.
-_COORDINATOR_MOVED = (14, 15, 16)
+_COORDINATOR_MOVED = COORDINATOR_CODES
 _COORDINATOR_ATTEMPTS = 5
 
 
