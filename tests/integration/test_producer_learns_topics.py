@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from confluent_kafka import Producer as RdProducer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorline.clients.runtime_clients import KAFKA_CLIENTS
@@ -25,6 +26,27 @@ def rd_create(bootstrap: str, names: list[str]) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_topics([NewTopic(n, 2, 1) for n in names], operation_timeout=60).values():
         future.result(timeout=60)
+
+
+def rd_write_one_each(bootstrap: str, names: list[str]) -> None:
+    """Write one record to every partition with librdkafka, so each new partition has a settled leader.
+
+    A just-created partition may answer NOT_LEADER for a moment, and each such answer costs our
+    producer a metadata refresh that has nothing to do with learning topics; under CI load that
+    moment stretched past the bound below.
+    """
+    producer = RdProducer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 60000})
+    failures: list[str] = []
+
+    def delivered(err, msg):
+        if err is not None:
+            failures.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+
+    for name in names:
+        for partition in (0, 1):
+            producer.produce(name, b"warm", partition=partition, on_delivery=delivered)
+    assert producer.flush(60) == 0, "librdkafka could not deliver to the new topics within 60 s"
+    assert not failures, failures
 
 
 def count_metadata_requests(producer) -> list[int]:
@@ -50,6 +72,7 @@ async def test_sends_to_many_new_topics_need_one_refresh_when_learnt_first(clust
     async with producer:
         # the topics appear after the producer started, as remote topics a connector creates do
         await asyncio.to_thread(rd_create, bootstrap, names)
+        await asyncio.to_thread(rd_write_one_each, bootstrap, names)
         requests = count_metadata_requests(producer)
         for _ in range(50):  # the broker's metadata shows the new topics a moment after creation
             if learn_first:
@@ -60,9 +83,9 @@ async def test_sends_to_many_new_topics_need_one_refresh_when_learnt_first(clust
         learnt = len(requests)
         futures = [await producer.send(name, b"v", None, 1) for name in names]
         await producer.flush()
-        assert [f.result().offset for f in futures] == [0] * TOPICS
+        assert [f.result().offset for f in futures] == [1] * TOPICS  # after librdkafka's record
         during_sends = len(requests) - learnt
-    if learn_first:  # a partition whose leader is not ready yet answers NOT_LEADER: a few refreshes, not one per topic
-        assert during_sends <= TOPICS // 4, f"{during_sends} metadata refreshes while sending to learnt topics"
+    if learn_first:  # the leaders are settled: at most a stray refresh, not one per topic
+        assert during_sends <= 2, f"{during_sends} metadata refreshes while sending to learnt topics"
     else:  # what the runtime avoids: a refresh (at least) per new topic
         assert during_sends >= TOPICS // 2
