@@ -30,6 +30,9 @@ class PendingRecords:
         self._consumer = consumer
         self._read_committed = read_committed
         self._unacknowledged: Counter[TopicPartition] = Counter()
+        #: partitions acknowledged since the last :meth:`changed`, and what it returned before
+        self._acknowledged_since: set[TopicPartition] = set()
+        self._changed_before: set[TopicPartition] = set()
 
     def handed_over(self, tp: TopicPartition, count: int) -> None:
         """``count`` records of ``tp`` were returned by poll() and are on their way to the target."""
@@ -37,6 +40,7 @@ class PendingRecords:
 
     def acknowledged(self, tp: TopicPartition, count: int) -> None:
         """``count`` records of ``tp`` were acknowledged (or dropped by a transform)."""
+        self._acknowledged_since.add(tp)
         left = self._unacknowledged[tp] - count
         if left > 0:
             self._unacknowledged[tp] = left
@@ -65,6 +69,17 @@ class PendingRecords:
             end = stable if read_committed and stable is not None else highwater
             if end is not None and position is not None:
                 yield tp, max(0, end - position) + unacknowledged.get(tp, 0)
+
+    def changed(self) -> set[TopicPartition] | None:
+        """The partitions whose count may have moved since the call before the previous one: answered
+        by a fetch (:meth:`~mirrorline.api.Consumer.fetch_state_changes`) or acknowledged. None when
+        the consumer cannot tell. Two periods, not one: a partition answered just before one call has
+        its records (or a transaction marker) consumed just after it, which moves its position."""
+        fetched = self._consumer.fetch_state_changes()
+        latest = self._acknowledged_since if fetched is None else self._acknowledged_since | fetched
+        self._acknowledged_since = set()
+        before, self._changed_before = self._changed_before, latest
+        return None if fetched is None else latest | before
 
     def total(self, partitions: list[TopicPartition]) -> int | None:
         """Over ``partitions`` (those assigned now); None while none is known."""

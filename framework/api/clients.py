@@ -316,6 +316,13 @@ class Consumer(_Client):
         sweeps over thousands of partitions: a consumer may answer it in one pass."""
         return [(tp, self.fetch_position(tp), self.highwater(tp), self.last_stable_offset(tp)) for tp in partitions]
 
+    def fetch_state_changes(self) -> set[TopicPartition] | None:
+        """The partitions whose high watermark, last stable offset or fetch position a fetch answer may
+        have moved since the previous call, so a sweep over thousands of partitions can read only
+        those; None when the consumer cannot tell (read them all). Positions the caller moves itself
+        (a seek, a reset, records it consumed) are not included. This default cannot tell."""
+        return None
+
     @abstractmethod
     async def getmany(self, *partitions: TopicPartition, timeout_ms: int = 0,
                       max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord | FetchedBatch]]:

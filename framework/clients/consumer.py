@@ -195,6 +195,11 @@ class KafkaConsumer(Consumer):
                 out.append((tp, state._position, state.highwater, state.lso))  # _position: None until valid
         return out
 
+    def fetch_state_changes(self) -> set[TopicPartition] | None:
+        sessions = self.fetch_sessions
+        answered = None if sessions is None else sessions.take_answered()
+        return None if answered is None else {TopicPartition(topic, partition) for topic, partition in answered}
+
     # -- reading ---------------------------------------------------------------------------------
     async def getmany(self, *partitions: TopicPartition, timeout_ms: int = 0,
                       max_records: int | None = None) -> dict[TopicPartition, list]:

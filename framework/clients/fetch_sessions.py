@@ -135,6 +135,16 @@ class FetchSessions:
         self._flowing: set[int] = set()
         #: partition -> size of the records its latest answer carried
         self.fetched_bytes: dict[Key, int] = {}
+        #: partitions answered since the last :meth:`take_answered`; None once an answer was not
+        #: read partition by partition (a broker without sessions answers for every partition)
+        self._answered: set[Key] | None = set()
+
+    def take_answered(self) -> set[Key] | None:
+        """The partitions answered since the last call, whose high watermark, last stable offset or
+        fetch position an answer may have moved (an answer under a session names only partitions with
+        records, an error or a new watermark); None when that is not known since the last call."""
+        answered, self._answered = self._answered, set()
+        return answered
 
     def request_for(self, node_id: int, full: FetchRequest) -> tuple[_SessionFetchRequest, Layout]:
         """The request to send instead of ``full`` to ``node_id``, and the partitions (by topic) it
@@ -233,6 +243,7 @@ class FetchSessions:
         self._note_records(node_id, response, waited_s)
         if request.built_version is None or request.built_version < _SESSION_VERSION:
             session.reset()  # no sessions on this broker: aiokafka's full requests went out as they were
+            self._answered = None
             return True
         error = getattr(response, "error_code", 0)
         if error in _SESSION_ERRORS:
@@ -265,7 +276,7 @@ class FetchSessions:
 
 
 def answered_only(request: FetchRequest, response, wanted: Layout,
-                  fetched_bytes: dict[Key, int] | None = None) -> None:
+                  fetched_bytes: dict[Key, int] | None = None, answered: set[Key] | None = None) -> None:
     """Narrow aiokafka's own ``request`` to the partitions ``response`` answers for.
 
     aiokafka reads the answer of a fetch against its request: it maps every partition the request
@@ -276,7 +287,7 @@ def answered_only(request: FetchRequest, response, wanted: Layout,
     (which the broker does not do) leaves the request as it was.
 
     ``fetched_bytes`` gets the size of each answered partition's records (the fetch plan's
-    prefetch bound reads it: :mod:`.fetch_planner`).
+    prefetch bound reads it: :mod:`.fetch_planner`); ``answered`` gets each answered partition.
     """
     narrowed = []
     complete = True
@@ -286,6 +297,8 @@ def answered_only(request: FetchRequest, response, wanted: Layout,
         for partition in partitions:
             if fetched_bytes is not None:
                 fetched_bytes[(topic, partition[0])] = len(partition[-1] or b"")
+            if answered is not None:
+                answered.add((topic, partition[0]))
             entry = asked.get(partition[0])
             if entry is None:
                 complete = False
@@ -319,7 +332,7 @@ def use_fetch_sessions(consumer: AIOKafkaConsumer, watch: FetchErrorWatch | None
                 raise
             if sessions.succeeded(node_id, session_request, response, wanted, time.monotonic() - sent_at):
                 if session_request.built_version is not None and session_request.built_version >= _SESSION_VERSION:
-                    answered_only(request, response, wanted, sessions.fetched_bytes)
+                    answered_only(request, response, wanted, sessions.fetched_bytes, sessions._answered)
                 return response
         return response
 

@@ -158,3 +158,27 @@ async def test_a_broker_that_keeps_no_session_gets_full_fetches():
 
 def test_a_stand_in_consumer_gets_no_sessions():
     assert use_fetch_sessions(SimpleNamespace()) is None
+
+
+async def test_the_partitions_answered_are_told_once_and_none_when_a_broker_has_no_sessions():
+    """A mirror task's lag sweep reads only the partitions a fetch answer may have moved: under a
+    session those the answer names. Without sessions every partition is answered: None, read all."""
+    node = FakeNode()
+    consumer = consumer_on(node)
+    sessions = use_fetch_sessions(consumer)
+    offsets = {("t", 0): 3, ("t", 1): 4, ("u", 0): 0}
+    await consumer._client.send(1, fetch(offsets))
+    assert sessions.take_answered() == set()  # the session opened; its answer named no partition
+    # (partition, error, high watermark, last stable offset, log start, aborted, records)
+    node.answers.append(SimpleNamespace(error_code=0, session_id=77, topics=[("t", [(1, 0, 9, 9, 0, None, b"")])]))
+    await consumer._client.send(1, fetch(offsets))
+    assert sessions.take_answered() == {("t", 1)}
+    assert sessions.take_answered() == set()
+
+    old = FakeNode(FetchRequest_v4)
+    consumer = consumer_on(old)
+    sessions = use_fetch_sessions(consumer)
+    old.answers.append(SimpleNamespace(error_code=0, topics=[("t", [(0, 0, 5, -1, None, b"")])]))
+    await consumer._client.send(1, fetch({("t", 0): 3}))
+    assert sessions.take_answered() is None
+    assert sessions.take_answered() == set()

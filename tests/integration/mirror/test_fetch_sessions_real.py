@@ -37,6 +37,12 @@ def produce(bootstrap: str, topic: str, per_partition: int, tag: str) -> dict[in
     return written
 
 
+def produce_one(bootstrap: str, topic: str, partition: int, value: bytes) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(topic, value, partition=partition)
+    assert producer.flush(30) == 0
+
+
 async def read(consumer: Consumer, expected: int, timeout: float = 30.0) -> dict[int, list[bytes]]:
     got: dict[int, list[bytes]] = {}
     deadline = asyncio.get_running_loop().time() + timeout
@@ -68,11 +74,21 @@ async def test_a_consumer_on_fetch_sessions_reads_everything_once_and_idles_chea
         assert sessions.counters["incremental"] > incremental
         assert sessions.counters["partitions_sent"] == sent
         assert sessions.counters["full"] == 1
+        consumer.fetch_state_changes()  # what the answers so far named
+        assert (await consumer.getmany(timeout_ms=1000)) == {}
+        assert consumer.fetch_state_changes() == set()  # idle answers name no partition: a lag sweep reads none
 
         # records written meanwhile: read once each, in order
         second = await asyncio.to_thread(produce, cluster_a.bootstrap_servers, topic, 3, "second")
         assert await read(consumer, 3 * PARTITIONS) == second
         assert sessions.counters["partitions_sent"] - sent <= 4 * PARTITIONS  # only partitions that moved
+        assert consumer.fetch_state_changes() == set(tps)
+
+        # one partition written: the answers name it and no other
+        await asyncio.to_thread(produce_one, cluster_a.bootstrap_servers, topic, 3, b"one")
+        assert await read(consumer, 1) == {3: [b"one"]}
+        assert (await consumer.getmany(timeout_ms=500)) == {}
+        assert consumer.fetch_state_changes() == {TopicPartition(topic, 3)}
 
         # a seek back on a few partitions is seen by the broker's session
         for p in range(0, PARTITIONS, 10):

@@ -75,6 +75,8 @@ class FakeConsumer:
         self.signs: set[str] = set()
         self.id_requests: list[set[str]] = []
         self.paused: set[TopicPartition] = set()
+        #: partitions a fetch answer moved, as the next fetch_state_changes() gives them
+        self.changes: set[TopicPartition] | None = None
         FakeConsumer.instances.append(self)
 
     def topic_change_signs(self):
@@ -126,6 +128,11 @@ class FakeConsumer:
         return state.position if state is not None and state.has_valid_position else None
 
     fetch_states = Consumer.fetch_states  # the API's default: one call per partition
+
+    def fetch_state_changes(self):
+        """What ``changes`` holds (None, the API's default: cannot tell), then nothing until set again."""
+        changes, self.changes = self.changes, (None if self.changes is None else set())
+        return changes
 
     async def getmany(self, *partitions, timeout_ms=0, max_records=None):
         step = self.script.pop(0) if self.script else {}
@@ -326,6 +333,69 @@ async def test_lag_gauges_follow_partitions_with_records_every_poll_and_the_othe
     await task.poll()
     assert (gauge(0), gauge(1)) == (4, 3)
     assert task_module.LAG_SWEEP_S >= 1.0
+
+
+async def test_lag_sweep_reads_only_partitions_answered_or_acknowledged_until_the_full_sweep(monkeypatch):
+    """At 8,000 partitions a sweep of every partition every LAG_SWEEP_S was a quarter of an idle
+    worker's CPU. With a consumer that tells which partitions its fetch answers moved, the sweep reads
+    those (for two sweeps: the records are consumed after the answer) and the acknowledged ones; every
+    FULL_LAG_SWEEP_S, or when the consumer cannot tell, all."""
+    topic = "unit-lag-changes"
+    tps = [TopicPartition(topic, p) for p in range(3)]
+    task, consumer, _ = await started_task(monkeypatch, topic, [0, 1, 2], stored={0: 9, 1: 4, 2: 0},
+                                           bounds={0: (0, 10), 1: (0, 5), 2: (0, 0)})
+
+    def gauges() -> tuple:
+        return tuple(metrics.REPLICATION_LAG_RECORDS.labels("A", "B", f"A.{topic}", str(p))._value.get()
+                     for p in range(3))
+
+    read: list[set] = []
+    real_fetch_states = consumer.fetch_states
+
+    def fetch_states(partitions):
+        partitions = list(partitions)
+        read.append(set(partitions))
+        return real_fetch_states(partitions)
+
+    consumer.fetch_states = fetch_states
+    consumer.highwaters = {tps[0]: 10, tps[1]: 5, tps[2]: 0}
+    consumer.changes = set()
+    await task.poll()  # the first sweep reads all
+    assert read[-1] == set(tps) and gauges() == (0, 0, 0)
+
+    def sweep_now() -> None:
+        task._next_lag_sweep = 0.0
+
+    consumer.highwaters = {tps[0]: 12, tps[1]: 7, tps[2]: 3}  # every partition grew on the source ...
+    consumer.changes = {tps[1]}  # ... and an answer told of partition 1 only (so far)
+    sweep_now()
+    await task.poll()
+    assert read[-1] == {tps[1]} and gauges() == (0, 2, 0)
+    sweep_now()
+    await task.poll()  # partition 1 is read once more (its records are consumed after the answer)
+    assert read[-1] == {tps[1]}
+    sweep_now()
+    await task.poll()
+    assert read[-1] == set() and gauges() == (0, 2, 0)
+
+    consumer.script = [{tps[2]: [record(topic, 2, 0), record(topic, 2, 1)]}]
+    polled = await task.poll()  # records of partition 2: its gauge is set at once, without a sweep
+    assert gauges() == (0, 2, 1 + 2)
+    for r in polled:
+        await task.commit_record(r, RecordMetadata(f"A.{topic}", 2, r.source_offset["offset"], 0))
+    sweep_now()
+    await task.poll()  # acknowledged: read by the next sweep
+    assert read[-1] == {tps[2]} and gauges() == (0, 2, 1)
+
+    task._next_full_lag_sweep = 0.0  # FULL_LAG_SWEEP_S passed: all again (partition 0's growth is seen)
+    sweep_now()
+    await task.poll()
+    assert read[-1] == set(tps) and gauges() == (2, 2, 1)
+    consumer.changes = None  # a consumer that cannot tell: every sweep reads all
+    sweep_now()
+    await task.poll()
+    assert read[-1] == set(tps)
+    assert task_module.LAG_SWEEP_S < task_module.FULL_LAG_SWEEP_S <= 60.0
 
 # --- a source topic re-created: recognised by its topic ID (KIP-516) -----------------------------------------
 
