@@ -85,11 +85,7 @@ class PendingRecords:
         """Over ``partitions`` (those assigned now); None while none is known."""
         assigned = self._consumer.assignment()  # start() may still be running
         total, known = 0, False
-        for tp in partitions:
-            if tp not in assigned:
-                continue
-            count = self.of(tp)
-            if count is not None:
-                known = True
-                total += count
+        for _tp, count in self.all_of([tp for tp in partitions if tp in assigned]):
+            known = True
+            total += count
         return total if known else None
