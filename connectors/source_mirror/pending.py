@@ -82,10 +82,10 @@ class PendingRecords:
         return None if fetched is None else latest | before
 
     def total(self, partitions: list[TopicPartition]) -> int | None:
-        """Over ``partitions`` (those assigned now); None while none is known."""
-        assigned = self._consumer.assignment()  # start() may still be running
+        """Over ``partitions`` (those assigned now: the consumer has no fetch state for the others, as
+        while start() is still running); None while none is known."""
         total, known = 0, False
-        for _tp, count in self.all_of([tp for tp in partitions if tp in assigned]):
+        for _tp, count in self.all_of(partitions):
             known = True
             total += count
         return total if known else None

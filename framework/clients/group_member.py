@@ -27,6 +27,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment, ConsumerProtocolMemberMetadata
 
+from mirrorline.clients.consumer import FETCH_LOOP_WAKEUP_MS
 from mirrorline.clients.kafka_clients import client_kwargs
 
 log = logging.getLogger(__name__)
@@ -111,8 +112,10 @@ class GroupMember:
         for managed in ("group_id", "session_timeout_ms", "heartbeat_interval_ms", "max_poll_interval_ms",
                         "rebalance_timeout_ms", "enable_auto_commit", "partition_assignment_strategy"):
             kwargs.pop(managed, None)  # set from the arguments below
+        # The member is assigned no partitions, so its fetch loop has nothing to do; at aiokafka's
+        # 200-ms default it still woke five times a second (each worker has one member per flow).
         self._consumer = AIOKafkaConsumer(
-            **kwargs, group_id=group_id, enable_auto_commit=False,
+            **{"consumer_timeout_ms": FETCH_LOOP_WAKEUP_MS, **kwargs}, group_id=group_id, enable_auto_commit=False,
             partition_assignment_strategy=(_Assignor(self, protocol),), session_timeout_ms=session_timeout_ms,
             heartbeat_interval_ms=heartbeat_interval_ms, max_poll_interval_ms=rebalance_timeout_ms,
             rebalance_timeout_ms=rebalance_timeout_ms)
