@@ -247,10 +247,12 @@ async def test_status_page_shows_flow_live_and_failures(cluster_a, cluster_b, fl
         assert page["groups"][group]["flow"] == "A->B"
         assert number(page["groups"][group]["rpo"]) >= 0
 
-        # a job: listed with a progress bar while it runs, then SUCCEEDED
+        # a job: listed with a progress bar while it runs, then SUCCEEDED. It runs about 16 s: progress
+        # reaches the status store every 2 s and the page polls every 2 s plus its own round trip, and
+        # a 6-s job (150 ms steps) once went from 2 % to SUCCEEDED between two polls under CI load
         job = f"{prefix}-job"
         code, _ = await rest.call("POST", "/jobs", {"name": job, "config": {
-            "job.class": "example-steps", "steps.count": "40", "steps.step.ms": "150"}})
+            "job.class": "example-steps", "steps.count": "40", "steps.step.ms": "400"}})
         assert code == 201
         page = await wait_page(browser, lambda p: p if p["jobs"].get(job, {}).get("state") == "RUNNING"
                                and 0 < (p["jobs"][job]["percent"] or 0) < 100 else None, f"job {job} RUNNING, part done")
