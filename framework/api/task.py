@@ -64,7 +64,9 @@ class SourceTask(ABC):
 
         :class:`~mirrorline.api.records.SourceBatch` items (whole record batches) are allowed only
         while ``self.context.accepts_batches`` is true; records and batches of one partition
-        are written in the order returned.
+        are written in the order returned. The runtime takes the returned list over: it lets go of
+        each item as it hands it to the producer (so what a poll returned is not all held until its
+        last item is written), so a task must not keep the list or reuse it.
         """
 
     async def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:

@@ -209,7 +209,10 @@ class KafkaConsumer(Consumer):
             raise translate(exc, self._consumer.assignment()) from exc
         known = self._ours
         out: dict[TopicPartition, list] = {}
-        for tp, items in fetched.items():
+        for tp in list(fetched):
+            # popped, so each partition's fetched batches are let go of once merged: a poll holds
+            # one copy of what it returns, not the fetched and the merged batches side by side
+            items = fetched.pop(tp)
             key = known.get(tp)
             if key is None:
                 key = known[tp] = ours(tp)

@@ -61,6 +61,7 @@ from mirrorline.runtime.worker_task import (
     RETRY_BACKOFF_S,
     RecordWriteError,
     WorkerSourceTask,
+    handed_on,
     is_retriable,
 )
 from mirrorline.storage.kafka_offsets import offset_key, offset_value
@@ -336,7 +337,7 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
             backoff = RETRY_BACKOFF_S
             if plain:
                 await self._learn_topics(records)
-            for record in records or ():
+            for record in handed_on(records):
                 await self._dispatch(record, plain)
                 if self._txn_context is not None:
                     await self._record_boundary(record)

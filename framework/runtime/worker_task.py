@@ -88,6 +88,21 @@ class RecordWriteError(ConnectError):
     """The target refused a record for good (too large, not authorised...): the task fails."""
 
 
+def handed_on(records: list | None):
+    """The items of a poll's ``records`` in order, each let go of by the list as it is yielded.
+
+    A poll can return tens of MiB of batches while the producer takes at most ``buffer.memory``
+    at a time: without this, an item acknowledged long ago stays alive until the poll's last item
+    has been handed over. (The runtime owns the list: :meth:`SourceTask.poll` says so.)"""
+    if type(records) is not list:
+        yield from records or ()
+        return
+    for index in range(len(records)):
+        record = records[index]
+        records[index] = None
+        yield record
+
+
 def is_retriable(exc: BaseException) -> bool:
     """Whether ``exc`` is transient: our RetriableError, a Kafka client error marked retriable, or a
     KafkaTimeoutError (not marked so, but raised by ``send`` when the producer's buffer stayed full,
@@ -248,13 +263,13 @@ class WorkerSourceTask(TaskRunner):
             backoff = RETRY_BACKOFF_S
             if self._chain is None and self._converters is None:
                 await self._learn_topics(records)
-                for record in records or ():
+                for record in handed_on(records):
                     if isinstance(record, SourceBatch):
                         await self._send_batch(record)
                     else:
                         await self._send(record)
             else:
-                for record in records or ():
+                for record in handed_on(records):
                     if isinstance(record, SourceBatch):
                         raise ConnectError(f"Task {self.id} returned a {type(record).__name__} from poll() although "
                                            f"its context does not accept batches (the connector has transforms or "
