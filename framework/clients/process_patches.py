@@ -2,6 +2,7 @@
 
 - :mod:`.no_auto_create`: metadata requests never auto-create a topic;
 - :mod:`.frame_release`: connections let go of each response's bytes once it is read;
+- :mod:`.metadata_reuse`: a metadata refresh whose answer has not changed rebuilds nothing;
 - :mod:`.fetch_planner`: a partition state notes a change of its position or pause in its
   assignment (read only by the fast fetch plans; other consumers are not affected).
 
@@ -11,11 +12,12 @@ The command line, job processes, the test kit and :func:`~.kafka_clients.client_
 
 from __future__ import annotations
 
-from mirrorline.clients import fetch_planner, frame_release, no_auto_create
+from mirrorline.clients import fetch_planner, frame_release, metadata_reuse, no_auto_create
 
 
 def install() -> None:
     """Install every process-wide aiokafka change (idempotent)."""
     no_auto_create.install()
     frame_release.install()
+    metadata_reuse.install()
     fetch_planner.track_state_changes()
