@@ -4,7 +4,7 @@ A mirror task's poll can return tens of MiB of batches while its producer takes 
 ``buffer.memory`` at a time. Measured at 8,000 partitions (docs/performance.md, "Where the peak RSS
 comes from"), holding the whole poll, and the fetched batches beside their merged copies, was a
 large share of the worker's peak memory. Without a broker: the consumer's wrapper over a stand-in
-aiokafka consumer, and :class:`WorkerSourceTask` with a producer that only notes what it was given.
+aiokafka consumer, and :class:`WorkerSourceTask` with a producer that notes what it was given.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from mirrorline.clients.consumer import KafkaConsumer
 from mirrorline.runtime.context import StoreOffsetReader
 from mirrorline.runtime.worker_task import WorkerSourceTask, handed_on
 from mirrorline.storage.offsets import MemoryOffsetStore
+from support.herder_fakes import FakeRecordProducer
 
 TASK = ConnectorTaskId("handover", 0)
 
@@ -55,29 +56,12 @@ async def test_the_runtime_lets_go_of_each_polled_record_once_the_producer_has_i
     task = ThreePolledRecords()
     seen: list[list] = []
 
-    class NotingProducer:
-        """Takes every record (never acknowledging it) and notes what the poll's list still held then."""
-
-        buffer_memory = 0
-
-        def __init__(self, kwargs, ignored=None):
-            pass
-
-        async def start(self):
-            pass
-
-        async def stop(self):
-            pass
-
-        async def flush(self):
-            pass
-
-        async def learn_topics(self, topics):
-            pass
+    class NotingProducer(FakeRecordProducer):
+        """Acknowledges every record, and notes what the poll's list still held when it was given one."""
 
         async def send(self, topic, **kwargs):
             seen.append([record is not None for record in task.returned])
-            return asyncio.get_running_loop().create_future()
+            return await super().send(topic, **kwargs)
 
     monkeypatch.setattr("mirrorline.runtime.worker_task.KafkaProducer", NotingProducer)
 
