@@ -18,14 +18,6 @@ answers byte-for-byte equal to the last ones.
   view), and does only what it does after the rebuild: the pending refresh's waiters are woken,
   the refresh times are set, the listeners are called. Any other answer is applied as before.
 
-And a third: a client with no topics of its own (an admin client, a producer before its first
-record, a group member assigned nothing) refreshes its view for no topic, as Java's clients do,
-not for every topic in the cluster, which is what aiokafka asks for when its topic list is empty.
-The same probe found these clients' refreshes (8,000 partitions each, decoded) to be most of the
-first five-minute burst. A client that needs every topic (a pattern subscription, which sets
-``need_all_topic_metadata``) and aiokafka's own ``fetch_all_metadata`` (a view of its own, for
-``topics()``) still ask for all.
-
 It relies on aiokafka's internals (pinned to a minor version for this and the other patches):
 :func:`install` refuses loudly if ``update_metadata`` no longer ends the way the skip repeats.
 """
@@ -37,7 +29,6 @@ import struct
 import time
 from io import BytesIO
 
-from aiokafka.client import AIOKafkaClient
 from aiokafka.cluster import ClusterMetadata
 from aiokafka.protocol import metadata as metadata_protocol
 
@@ -54,29 +45,8 @@ _EXPECTED_STEPS = ("self._future = None", "self._need_update = False", "self._la
                    "for listener in self._listeners:", "if self.need_all_topic_metadata:")
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
-#: what aiokafka 0.14's _metadata_update asks: an empty topic list becomes None, "every topic"
-_EXPECTED_REQUEST = "MetadataRequest(list(topics) if topics else None)"
 _ORIGINAL_DECODE: dict[int, object] = {}
 _ORIGINAL_UPDATE = None
-_ORIGINAL_METADATA_UPDATE = None
-
-
-class _NoTopics(tuple):
-    """An empty topic list that aiokafka's ``_metadata_update`` takes as a list (``list(topics)``
-    is ``[]``: a request for no topic) and not as "none given" (it is true, so not ``None``: all)."""
-
-    def __bool__(self) -> bool:
-        return True
-
-
-_NO_TOPICS = _NoTopics()
-
-
-async def _metadata_update(self: AIOKafkaClient, cluster_metadata: ClusterMetadata, topics):
-    """aiokafka's ``_metadata_update``, asking for no topic (not all) for a client's own view when it has none."""
-    if not topics and cluster_metadata is self.cluster and not cluster_metadata.need_all_topic_metadata:
-        topics = _NO_TOPICS
-    return await _ORIGINAL_METADATA_UPDATE(self, cluster_metadata, topics)
 
 
 def _string(data: bytes, pos: int) -> tuple[str | None, int]:
@@ -167,25 +137,20 @@ def update_metadata(self: ClusterMetadata, metadata) -> None:
 
 def install() -> None:
     """Make metadata refreshes with unchanged answers cheap in this process (idempotent)."""
-    global _ORIGINAL_UPDATE, _ORIGINAL_METADATA_UPDATE
+    global _ORIGINAL_UPDATE
     if is_installed():
         return
     original = inspect.getattr_static(ClusterMetadata, "update_metadata")
     source = inspect.getsource(original)
     missing = [step for step in _EXPECTED_STEPS if step not in source]
-    original_request = inspect.getattr_static(AIOKafkaClient, "_metadata_update")
-    if _EXPECTED_REQUEST not in inspect.getsource(original_request):
-        missing.append(f"AIOKafkaClient._metadata_update: {_EXPECTED_REQUEST}")
     if missing:
-        raise ImportError(f"aiokafka's metadata refresh is not the one mirrorline.clients.metadata_reuse was "
-                          f"written against (missing: {', '.join(missing)}); update it")
+        raise ImportError(f"aiokafka's ClusterMetadata.update_metadata is not the one mirrorline.clients."
+                          f"metadata_reuse was written against (missing: {', '.join(missing)}); update it")
     for version in _VERSIONS:
         response = getattr(metadata_protocol, f"MetadataResponse_v{version}")
         _ORIGINAL_DECODE[version] = response.decode
         response.decode = _lazy_decode(version)
     _ORIGINAL_UPDATE = original
-    _ORIGINAL_METADATA_UPDATE = original_request
-    AIOKafkaClient._metadata_update = _metadata_update
     setattr(update_metadata, _MARKER, True)
     ClusterMetadata.update_metadata = update_metadata
 

@@ -53,22 +53,3 @@ async def test_unchanged_refresh_keeps_the_view_and_new_partitions_are_seen(clus
         assert metadata_reuse.is_installed()
     finally:
         await client.close()
-
-
-async def test_a_client_without_topics_refreshes_for_none_unless_it_needs_all(cluster_a, make_topic):
-    """aiokafka asks for every topic in the cluster when a client has none; Java's clients and
-    mirrorline's ask for none. A pattern subscription's view and ``fetch_all_metadata`` still get all."""
-    process_patches.install()
-    topic = await make_topic(cluster_a, 2)
-    client = AIOKafkaClient(bootstrap_servers=cluster_a.bootstrap_servers)
-    await client.bootstrap()
-    try:
-        assert await client.force_metadata_update()
-        assert client.cluster.topics() == set() and client.cluster.brokers()  # brokers, and no topic
-        everything = await client.fetch_all_metadata()
-        assert topic in everything.topics()
-        client.cluster.need_all_topic_metadata = True
-        assert await client.force_metadata_update()
-        assert topic in client.cluster.topics()
-    finally:
-        await client.close()
