@@ -6,7 +6,6 @@ refresh keeps the view, a grown topic is seen) is tests/integration/test_metadat
 
 from __future__ import annotations
 
-import asyncio
 from io import BytesIO
 
 import pytest
@@ -45,22 +44,18 @@ def test_an_answer_equal_to_the_last_one_applied_wakes_waiters_and_listeners_wit
     view = cluster._partitions
     assert cluster.partitions_for_topic("orders") == {0, 1, 2} and len(heard) == 1
 
-    loop = asyncio.new_event_loop()
-    try:
-        waiting = cluster.request_update()
-        cluster._last_successful_refresh_ms = 0
-        again = MetadataResponse_v5.decode(BytesIO(answer_bytes(3)))
-        cluster.update_metadata(again)
-        assert cluster._partitions is view and again._decoded is None  # neither decoded nor rebuilt
-        assert waiting.done() and waiting.result() is cluster and not cluster._need_update
-        assert cluster._last_successful_refresh_ms > 0 and len(heard) == 2
+    waiting = cluster.request_update()
+    cluster._last_successful_refresh_ms = 0
+    again = MetadataResponse_v5.decode(BytesIO(answer_bytes(3)))
+    cluster.update_metadata(again)
+    assert cluster._partitions is view and again._decoded is None  # neither decoded nor rebuilt
+    assert waiting.done() and waiting.result() is cluster and not cluster._need_update
+    assert cluster._last_successful_refresh_ms > 0 and len(heard) == 2
 
-        grown = MetadataResponse_v5.decode(BytesIO(answer_bytes(5)))
-        cluster.update_metadata(grown)
-        assert cluster._partitions is not view and cluster.partitions_for_topic("orders") == {0, 1, 2, 3, 4}
-        assert len(heard) == 3
-    finally:
-        loop.close()
+    grown = MetadataResponse_v5.decode(BytesIO(answer_bytes(5)))
+    cluster.update_metadata(grown)
+    assert cluster._partitions is not view and cluster.partitions_for_topic("orders") == {0, 1, 2, 3, 4}
+    assert len(heard) == 3
 
 
 def test_an_answer_without_brokers_is_refused_as_before_and_the_next_good_one_is_applied():
