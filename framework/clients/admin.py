@@ -19,7 +19,7 @@ from mirrorline.api.clients import AclBinding, AclFilter, Admin
 from mirrorline.api.errors import KafkaError
 from mirrorline.api.kafka import (BrokerInfo, ClusterDescription, ConfigEntry, GroupListing, NewTopic,
                                   OffsetAndMetadata, PartitionInfo, TopicDescription, TopicPartition)
-from mirrorline.clients import group_offsets, kafka_admin
+from mirrorline.clients import group_offsets, kafka_admin, metadata_reuse
 from mirrorline.clients.consumer import AIO_ERRORS, aio
 from mirrorline.clients.errors import error_for_code, translate
 from mirrorline.clients.kafka_clients import client_kwargs
@@ -33,6 +33,8 @@ class KafkaAdmin(Admin):
         self.ignored_settings = list(ignored or [])
         self.principal = kwargs.get("sasl_plain_username")
         self._admin = AIOKafkaAdminClient(**kwargs)
+        # Its refreshes need brokers and the controller, not every topic (it asks for topics itself).
+        metadata_reuse.ask_for_no_topics_when_empty(self._admin._client)
         # Topics are described with Metadata v12, read by a hand decoder (:mod:`.metadata_v12`): at
         # thousands of partitions aiokafka's own request and decoding cost most of an idle refresh.
         self._metadata_v12 = True

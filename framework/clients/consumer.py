@@ -33,6 +33,7 @@ from aiokafka.structs import TopicPartition as AioPartition
 
 from mirrorline.api.clients import BatchFetch, Consumer
 from mirrorline.api.kafka import FetchedBatch, OffsetAndTimestamp, TopicPartition
+from mirrorline.clients import metadata_reuse
 from mirrorline.clients.batch_capture import BatchCapture, capture_batches
 from mirrorline.clients.errors import translate
 from mirrorline.clients.fetch_errors import FetchErrorWatch, watch_fetch_errors
@@ -73,6 +74,7 @@ class KafkaConsumer(Consumer):
         self.read_committed = kwargs.get("isolation_level") == "read_committed"
         self._check_crcs = kwargs.get("check_crcs", True)
         self._consumer = AIOKafkaConsumer(**{"consumer_timeout_ms": FETCH_LOOP_WAKEUP_MS, **kwargs})
+        metadata_reuse.ask_for_no_topics_when_empty(self._consumer._client, self._not_subscribed_by_pattern)
         self._fetch_batches = fetch_batches
         self._coalesce_bytes = fetch_batches.coalesce_bytes if fetch_batches is not None else 0
         #: aiokafka partition -> ours, so a getmany builds no partition object it built before
@@ -123,6 +125,10 @@ class KafkaConsumer(Consumer):
             raise translate(exc) from exc
 
     # -- positions -------------------------------------------------------------------------------
+    def _not_subscribed_by_pattern(self) -> bool:
+        # aiokafka's pattern subscription keeps an empty topic list meaning "every topic"
+        return self._consumer._subscription.subscribed_pattern is None
+
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         self._consumer.assign(aio(partitions))
 

@@ -18,8 +18,20 @@ answers byte-for-byte equal to the last ones.
   view), and does only what it does after the rebuild: the pending refresh's waiters are woken,
   the refresh times are set, the listeners are called. Any other answer is applied as before.
 
+And, for the clients mirrorline marks with :func:`ask_for_no_topics_when_empty`, a third: while
+such a client has no topics of its own (an admin client, a producer before its first record, a
+consumer assigned nothing), its refresh asks for no topic, as Java's clients do, not for every
+topic in the cluster, which is what aiokafka asks for when a client's topic list is empty. At
+8,000 partitions those clients' first refresh (the whole cluster, decoded and built, in each of
+them) was most of the burst left five minutes after start. It is opt-in per client, not
+process-wide, because aiokafka also uses the empty list for "every topic" in a pattern
+subscription, which does not set ``need_all_topic_metadata``; a consumer is therefore marked with
+a condition that is false while it subscribes by pattern. aiokafka's own ``fetch_all_metadata``
+(a separate view, for ``topics()``) still asks for all.
+
 It relies on aiokafka's internals (pinned to a minor version for this and the other patches):
-:func:`install` refuses loudly if ``update_metadata`` no longer ends the way the skip repeats.
+:func:`install` refuses loudly if ``update_metadata`` no longer ends the way the skip repeats, or
+``_metadata_update`` no longer builds its request the way the third change expects.
 """
 
 from __future__ import annotations
@@ -27,12 +39,15 @@ from __future__ import annotations
 import inspect
 import struct
 import time
+from collections.abc import Callable
 from io import BytesIO
+from typing import Any
 
+from aiokafka.client import AIOKafkaClient
 from aiokafka.cluster import ClusterMetadata
 from aiokafka.protocol import metadata as metadata_protocol
 
-__all__ = ["LazyMetadataAnswer", "install", "is_installed"]
+__all__ = ["LazyMetadataAnswer", "ask_for_no_topics_when_empty", "install", "is_installed"]
 
 _MARKER = "_mirrorline_reuses_metadata"
 #: the bytes of the answer a cluster view last applied (an attribute of that ClusterMetadata)
@@ -45,8 +60,47 @@ _EXPECTED_STEPS = ("self._future = None", "self._need_update = False", "self._la
                    "for listener in self._listeners:", "if self.need_all_topic_metadata:")
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
+#: how aiokafka 0.14's _metadata_update builds its request: an empty topic list becomes None, "every topic"
+_EXPECTED_REQUEST = "MetadataRequest(list(topics) if topics else None)"
+#: on an AIOKafkaClient: a condition under which its empty topic list means "no topic"
+_NO_TOPICS_WHEN = "_mirrorline_no_topics_when_empty"
 _ORIGINAL_DECODE: dict[int, object] = {}
 _ORIGINAL_UPDATE = None
+_ORIGINAL_METADATA_UPDATE = None
+
+
+class _NoTopics(tuple):
+    """An empty topic list that aiokafka's ``_metadata_update`` takes as a list (``list(topics)``
+    is ``[]``: a request for no topic) and not as "none given" (it is true, so not ``None``: all)."""
+
+    def __bool__(self) -> bool:
+        return True
+
+
+_NO_TOPICS = _NoTopics()
+
+
+def _always() -> bool:
+    return True
+
+
+def ask_for_no_topics_when_empty(client: AIOKafkaClient, when: Callable[[], bool] = _always) -> None:
+    """Let ``client``'s refreshes ask for no topic (not every topic) while it has none and ``when()`` holds.
+
+    ``when`` is asked at each refresh; a consumer passes one that is false while it subscribes by
+    pattern (aiokafka's pattern subscription needs every topic). Marking a client again replaces
+    its condition.
+    """
+    setattr(client, _NO_TOPICS_WHEN, when)
+
+
+async def _metadata_update(self: AIOKafkaClient, cluster_metadata: ClusterMetadata, topics: Any) -> bool:
+    """aiokafka's ``_metadata_update``, asking for no topic for a marked client's own view when it has none."""
+    if not topics and cluster_metadata is self.cluster and not cluster_metadata.need_all_topic_metadata:
+        when = getattr(self, _NO_TOPICS_WHEN, None)
+        if when is not None and when():
+            topics = _NO_TOPICS
+    return await _ORIGINAL_METADATA_UPDATE(self, cluster_metadata, topics)
 
 
 def _string(data: bytes, pos: int) -> tuple[str | None, int]:
@@ -136,21 +190,26 @@ def update_metadata(self: ClusterMetadata, metadata) -> None:
 
 
 def install() -> None:
-    """Make metadata refreshes with unchanged answers cheap in this process (idempotent)."""
-    global _ORIGINAL_UPDATE
+    """Make unchanged metadata refreshes, and marked clients' topic-less ones, cheap in this process (idempotent)."""
+    global _ORIGINAL_UPDATE, _ORIGINAL_METADATA_UPDATE
     if is_installed():
         return
     original = inspect.getattr_static(ClusterMetadata, "update_metadata")
     source = inspect.getsource(original)
     missing = [step for step in _EXPECTED_STEPS if step not in source]
+    original_request = inspect.getattr_static(AIOKafkaClient, "_metadata_update")
+    if _EXPECTED_REQUEST not in inspect.getsource(original_request):
+        missing.append(f"AIOKafkaClient._metadata_update: {_EXPECTED_REQUEST}")
     if missing:
-        raise ImportError(f"aiokafka's ClusterMetadata.update_metadata is not the one mirrorline.clients."
-                          f"metadata_reuse was written against (missing: {', '.join(missing)}); update it")
+        raise ImportError(f"aiokafka's metadata refresh is not the one mirrorline.clients.metadata_reuse was "
+                          f"written against (missing: {', '.join(missing)}); update it")
     for version in _VERSIONS:
         response = getattr(metadata_protocol, f"MetadataResponse_v{version}")
         _ORIGINAL_DECODE[version] = response.decode
         response.decode = _lazy_decode(version)
     _ORIGINAL_UPDATE = original
+    _ORIGINAL_METADATA_UPDATE = original_request
+    AIOKafkaClient._metadata_update = _metadata_update
     setattr(update_metadata, _MARKER, True)
     ClusterMetadata.update_metadata = update_metadata
 

@@ -42,7 +42,7 @@ from aiokafka.producer.transaction_manager import TransactionState
 from mirrorline.api.clients import Producer
 from mirrorline.api.errors import ConnectError, PartitionNotAvailableError
 from mirrorline.api.records import RecordMetadata
-from mirrorline.clients import no_auto_create
+from mirrorline.clients import metadata_reuse, no_auto_create
 from mirrorline.clients.consumer import AIO_ERRORS
 from mirrorline.clients.errors import translate
 from mirrorline.clients.forwarded_batch import ForwardedBatch
@@ -114,6 +114,7 @@ class RecordProducer(AIOKafkaProducer):
         self.allow_auto_create_topics = allow_auto_create_topics
         if allow_auto_create_topics:
             no_auto_create.allow_auto_create(self.client)
+        metadata_reuse.ask_for_no_topics_when_empty(self.client)  # before its first record it needs none
         _translate_batches(self)
 
     async def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None):
