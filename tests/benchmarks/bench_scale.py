@@ -149,6 +149,8 @@ class Run:
     pickup_s: float | None = None
     checkpoint_cycle_s: float | None = None
     recovery_s: float | None = None
+    #: which pass over the engines this run belongs to (``--both-orders`` makes a second, reversed)
+    round: int = 1
     note: str = ""
 
 
@@ -602,24 +604,41 @@ def print_table(runs: list[Run]) -> None:
             + " ".join(f"{cell(run, h, a, f):>{max(len(h), 6)}}" for h, a, f in COLUMNS)
             + (f"  ({run.note})" if run.note else ""))
     ratios = []
+    rounds = max((run.round for run in runs), default=1)
     for run in runs:
         base = next((r for r in runs if r.engine == "mm2" and r.partitions == run.partitions
-                     and r.groups == run.groups), None)
+                     and r.groups == run.groups and r.round == run.round), None)
         if run.engine == "mm2" or base is None:
             continue
-        parts = []
-        for label, attribute in (("copy", "copy_s"), ("RSS", "peak_rss_mib"), ("idle CPU", "idle_cpu_s_per_min"),
-                                 ("steady idle CPU", "steady_idle_cpu_s_per_min"), ("CPU", "copy_cpu_s")):
-            mine, theirs = getattr(run, attribute), getattr(base, attribute)
-            if mine and theirs:
-                parts.append(f"{label} {mine / theirs:.2f}x")
-        ratios.append(f"  {run.partitions:>6} partitions, {run.groups:>3} groups: {run.engine} / MM2: {', '.join(parts)}")
+        parts = ratio_parts([run], [base])
+        where = f" (round {run.round})" if rounds > 1 else ""
+        ratios.append(f"  {run.partitions:>6} partitions, {run.groups:>3} groups{where}: {run.engine} / MM2: "
+                      f"{', '.join(parts)}")
+    if rounds > 1:  # the engines ran in both orders: the ratio of the means over both
+        for key in sorted({(r.partitions, r.groups, r.engine) for r in runs if r.engine != "mm2"}):
+            mine = [r for r in runs if (r.partitions, r.groups, r.engine) == key]
+            theirs = [r for r in runs if (r.partitions, r.groups, r.engine) == (key[0], key[1], "mm2")]
+            if theirs:
+                ratios.append(f"  {key[0]:>6} partitions, {key[1]:>3} groups (both orders): {key[2]} / MM2: "
+                              f"{', '.join(ratio_parts(mine, theirs))}")
     if ratios:
         log("")
         log("ratios (mirrorline / MM2, lower is better; targets at 8,000 partitions and 500 groups: copy time "
             "<= 0.5x, RSS <= 0.2x, idle CPU <= 0.3x):")
         for line in ratios:
             log(line)
+
+
+def ratio_parts(mine: list[Run], theirs: list[Run]) -> list[str]:
+    """"copy 0.50x"-style ratios of the means of ``mine`` to those of ``theirs``, for each figure both have."""
+    parts = []
+    for label, attribute in (("copy", "copy_s"), ("RSS", "peak_rss_mib"), ("idle CPU", "idle_cpu_s_per_min"),
+                             ("steady idle CPU", "steady_idle_cpu_s_per_min"), ("CPU", "copy_cpu_s")):
+        ours = [getattr(r, attribute) for r in mine if getattr(r, attribute)]
+        others = [getattr(r, attribute) for r in theirs if getattr(r, attribute)]
+        if ours and others:
+            parts.append(f"{label} {(sum(ours) / len(ours)) / (sum(others) / len(others)):.2f}x")
+    return parts
 
 
 PLOTS = [  # (file, title, attribute, y label)
@@ -667,7 +686,10 @@ def plot(runs: list[Run], out: Path) -> list[Path]:
             continue
         figure, axes = plt.subplots(figsize=(6.4, 4.2))
         for label, points in sorted(lines.items()):
-            points = sorted(dict(points).items())
+            by_size: dict[int, list[float]] = {}
+            for partitions, value in points:  # both orders (--both-orders): their mean
+                by_size.setdefault(partitions, []).append(value)
+            points = sorted((p, sum(vs) / len(vs)) for p, vs in by_size.items())
             axes.plot([p for p, _ in points], [v for _, v in points], marker="o",
                       linestyle="--" if label.startswith("mm2") else "-", label=label)
         axes.set_xscale("log")
@@ -708,6 +730,9 @@ def main(argv: list[str] | None = None) -> int:
                              "`mirrorline` package, see the README): before/after comparisons in one sitting")
     parser.add_argument("--py-spy", action="store_true",
                         help="record mirrorline's stacks during the idle phase with py-spy (pip install py-spy)")
+    parser.add_argument("--both-orders", action="store_true",
+                        help="run the engines a second time in reverse order (each size and group count), so "
+                             "neither gains from going second on warm clusters; ratios per round and over both")
     parser.add_argument("--paired", action="store_true",
                         help="the i-th size runs with the i-th group count only (e.g. --sizes 100,1000,8000 "
                              "--groups 1,50,500), instead of every size with every count")
@@ -754,12 +779,17 @@ def main(argv: list[str] | None = None) -> int:
             trickle = Trickle(a, data.partitions, args.trickle)
             try:
                 for groups in size_groups:
-                    for engine in engines:
-                        count += 1
-                        alias = f"S{count}"
-                        log(f"[{size.name}, {groups} groups] {engine} as {alias}; {load_banner(args.max_load)}")
-                        runs.append(run_engine(engine, alias, a, b, ports, data, groups, args, phases, trickle, tmp))
-                        drop_copies(b, alias)
+                    orders = [engines, engines[::-1]] if args.both_orders else [engines]
+                    for round_number, order in enumerate(orders, 1):
+                        for engine in order:
+                            count += 1
+                            alias = f"S{count}"
+                            log(f"[{size.name}, {groups} groups, round {round_number}] {engine} as {alias}; "
+                                f"{load_banner(args.max_load)}")
+                            run = run_engine(engine, alias, a, b, ports, data, groups, args, phases, trickle, tmp)
+                            run.round = round_number
+                            runs.append(run)
+                            drop_copies(b, alias)
                 if "recovery" in phases:
                     for engine in engines:
                         count += 1
