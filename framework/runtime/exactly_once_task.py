@@ -54,6 +54,7 @@ from mirrorline.clients.producer import KafkaProducer
 from mirrorline.runtime import metrics
 from mirrorline.runtime.bounded import LifecycleTimeout, bounded
 from mirrorline.runtime.context import WorkerSourceTaskContext
+from mirrorline.runtime.offset_tracker import partition_identity
 from mirrorline.runtime.source_config import CONNECTOR, INTERVAL, POLL
 from mirrorline.runtime.worker_task import (
     PRODUCE_LANES,
@@ -65,7 +66,6 @@ from mirrorline.runtime.worker_task import (
     is_retriable,
 )
 from mirrorline.storage.kafka_offsets import offset_key, offset_value
-from mirrorline.storage.offsets import partition_key
 from mirrorline.storage.status import State
 
 log = logging.getLogger(__name__)
@@ -385,11 +385,7 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
         self._txn_records += count
         partition = record.source_partition
         if partition is not None:
-            try:
-                key: Any = tuple(sorted(partition.items()))  # cheap for the usual flat maps of scalars
-            except TypeError:
-                key = partition_key(self.id.connector, partition)
-            self._txn_offsets[key] = (partition, record.source_offset)
+            self._txn_offsets[partition_identity(partition)] = (partition, record.source_offset)
 
     async def _batch_boundary(self) -> None:
         boundary = self.eos.boundary

@@ -59,7 +59,7 @@ from mirrorline.runtime.bounded import bounded
 from mirrorline.runtime.context import WorkerSourceTaskContext
 from mirrorline.runtime.converters import RecordConverters
 from mirrorline.runtime.error_handling import SKIP, ErrorHandler, Stage
-from mirrorline.runtime.offset_tracker import OffsetTracker, TransformedOffsetTracker
+from mirrorline.runtime.offset_tracker import OffsetTracker, TransformedOffsetTracker, partition_identity
 from mirrorline.runtime.topic_creation import TopicCreator
 from mirrorline.runtime.task_runner import (
     RETRY_BACKOFF_MAX_S,
@@ -71,7 +71,7 @@ from mirrorline.runtime.task_runner import (
     TaskRunner,
 )
 from mirrorline.runtime.transform_chain import TransformChain
-from mirrorline.storage.offsets import OffsetStore, partition_key
+from mirrorline.storage.offsets import OffsetStore
 from mirrorline.storage.status import State
 
 log = logging.getLogger(__name__)
@@ -306,21 +306,34 @@ class WorkerSourceTask(TaskRunner):
             self._commit_due = True  # Connect calls commit() after every flush, even an empty one
 
     async def _watchdog_loop(self) -> None:
-        """Flag the task while it reports pending records but has had nothing acknowledged for a while."""
+        """Flag the task while it reports pending records but has had nothing acknowledged for a while.
+
+        Counting pending records costs the task O(partitions). An idle task has had nothing
+        acknowledged for long, so it would be counted every few seconds; once a count finds
+        nothing pending and nothing is in flight, the next count waits up to half the stall
+        timeout (30 s at most): a stall that begins while nothing is in flight is flagged that much
+        later. A write in flight, or a count that found records, brings back the short period."""
         if self._stall_timeout_s <= 0:
             return
+        period = min(5.0, self._stall_timeout_s / 4)
+        quiet_period = max(period, min(30.0, self._stall_timeout_s / 2))
+        next_count = 0.0
         while True:
-            await asyncio.sleep(min(5.0, self._stall_timeout_s / 4))
+            await asyncio.sleep(period)
             if not self._resumed.is_set():
                 self._last_progress = time.monotonic()
                 continue
-            if time.monotonic() - self._last_progress <= self._stall_timeout_s and STALLED not in self.warnings:
+            now = time.monotonic()
+            if now - self._last_progress <= self._stall_timeout_s and STALLED not in self.warnings:
                 continue  # acknowledged lately and not flagged: nothing to set or clear (counting costs O(partitions))
+            if now < next_count and not self._in_flight:
+                continue  # nothing was pending at the last count, nothing is in flight
             try:
                 pending = self.task.pending_records()
             except Exception as exc:  # an optional hint: never fail the task for it
                 log.debug("Task %s: pending_records() raised %r", self.id, exc)
                 pending = None
+            next_count = 0.0 if pending else now + quiet_period
             idle = time.monotonic() - self._last_progress
             if pending and idle > self._stall_timeout_s:
                 if STALLED not in self.warnings:
@@ -539,18 +552,18 @@ class WorkerSourceTask(TaskRunner):
 
     async def _commit_offsets(self) -> None:
         for partition, offset in self._tracker.committable():
-            self._unstored[partition_key(self.id.connector, partition)] = (partition, offset)
+            self._unstored[partition_identity(partition)] = (partition, offset)
         if not self._unstored:
             return
-        batch = list(self._unstored.values())
+        pending = list(self._unstored.items())
+        batch = [entry for _, entry in pending]
         try:
             await self._store.put(self.id.connector, batch)
         except Exception as exc:
             log.error("Task %s could not store %d source offsets (%r); retrying with the next flush",
                       self.id, len(batch), exc)
             return
-        for partition, offset in batch:
-            key = partition_key(self.id.connector, partition)
-            if self._unstored.get(key) == (partition, offset):
+        for key, entry in pending:
+            if self._unstored.get(key) is entry:  # not replaced by a newer offset while the put ran
                 del self._unstored[key]
         self._commit_due = True
