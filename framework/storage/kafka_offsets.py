@@ -83,6 +83,8 @@ class KafkaOffsetStore(LogBackedStore, OffsetStore):
         # partition_key -> (connector, partition, offset); where the applied value was written
         self._data: dict[str, tuple[str, Partition, Offset]] = {}
         self._written_at: dict[str, tuple[int, int]] = {}
+        #: positions ``put`` applied before the tail read them: the tail skips them undecoded
+        self._put_ahead: set[tuple[int, int]] = set()
         self.log = KafkaBasedLog(topic, client_props, self._on_record, partitions=partitions,
                                  replication_factor=replication_factor, topic_config=topic_config,
                                  read_committed=read_committed)
@@ -115,7 +117,9 @@ class KafkaOffsetStore(LogBackedStore, OffsetStore):
             return
         written = await self.log.send_batch([(offset_key(connector, p), offset_value(o)) for p, o in batch])
         for (partition, offset), metadata in zip(batch, written):
-            self._apply(connector, partition, offset, (metadata.partition, metadata.offset))
+            at = (metadata.partition, metadata.offset)
+            if self._apply(connector, partition, offset, at):
+                self._put_ahead.add(at)
 
     async def all(self, connector):
         await self.log.read_to_end()
@@ -123,6 +127,11 @@ class KafkaOffsetStore(LogBackedStore, OffsetStore):
                 for c, p, o in self._data.values() if c == connector]
 
     def _on_record(self, record: ConsumerRecord) -> None:
+        if self._put_ahead:
+            at = (record.partition, record.offset)
+            if at in self._put_ahead:  # our own write, applied by put: decoding it would change nothing
+                self._put_ahead.discard(at)
+                return
         try:
             key = json.loads(record.key) if record.key is not None else None
             value = json.loads(record.value) if record.value is not None else None
@@ -140,18 +149,20 @@ class KafkaOffsetStore(LogBackedStore, OffsetStore):
             return
         self._apply(key[0], key[1], value, (record.partition, record.offset))
 
-    def _apply(self, connector: str, partition: Partition, offset: Offset | None, at: tuple[int, int]) -> None:
+    def _apply(self, connector: str, partition: Partition, offset: Offset | None, at: tuple[int, int]) -> bool:
         """Apply a value written at (topic partition, offset), unless a later write of the key was applied.
 
         ``put`` and the tail both apply each record (whichever comes first); comparing positions
-        keeps a slow ``put`` from overwriting a newer value the tail already read.
+        keeps a slow ``put`` from overwriting a newer value the tail already read. Returns whether
+        this call applied it.
         """
         key = partition_key(connector, partition)
         previous = self._written_at.get(key)
         if previous is not None and previous[0] == at[0] and previous[1] >= at[1]:
-            return
+            return False
         self._written_at[key] = at
         if offset is None:
             self._data.pop(key, None)
         else:
             self._data[key] = (connector, partition, offset)
+        return True

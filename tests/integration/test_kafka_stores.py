@@ -125,6 +125,23 @@ async def test_offsets_round_trip_across_a_restart(props, unique_name, stores):
     assert dict((p["partition"], o["offset"]) for p, o in await second.all("src"))[0] == 50
 
 
+async def test_own_offset_writes_and_another_writers_interleave_correctly(props, unique_name, stores):
+    """put applies its records itself and the tail passes over them (see
+    tests/unit/test_offset_store_own_writes.py); another writer's record in between still wins,
+    and nothing is left remembered once the tail has caught up."""
+    topic = unique_name("offsets")
+    mine = await stores(KafkaOffsetStore(topic, props, partitions=2, replication_factor=1))
+    theirs = await stores(KafkaOffsetStore(topic, props, partitions=2, replication_factor=1))
+    parts = [{"cluster": "A", "partition": p, "topic": "orders"} for p in range(6)]
+    await mine.put("src", [(p, {"offset": 1}) for p in parts])
+    await theirs.put("src", [(parts[0], {"offset": 7})])
+    await mine.put("src", [(parts[1], {"offset": 2})])
+    await mine.log.read_to_end()
+    assert not mine._put_ahead  # each own write was passed over once (or read before put applied it)
+    assert await mine.get("src", parts[:3]) == [{"offset": 7}, {"offset": 2}, {"offset": 1}]
+    assert await theirs.get("src", parts[:3]) == [{"offset": 7}, {"offset": 2}, {"offset": 1}]
+
+
 async def test_offset_tombstones_remove_partitions(props, unique_name, stores):
     topic = unique_name("offsets")
     store = await stores(KafkaOffsetStore(topic, props, partitions=3, replication_factor=1))
