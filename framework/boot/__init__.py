@@ -6,5 +6,6 @@ them, as Kafka Connect's ``ConnectDistributed``/``ConnectStandalone`` (``Abstrac
 do: :mod:`.standalone` and :mod:`.distributed` run a worker from its settings, :mod:`.launcher`
 runs the workers a CLI command describes (``mirrorline mm2``), :mod:`.health_server` serves
 ``/health`` and ``/metrics`` for processes without the REST API, and :mod:`.process` holds what
-they share (listeners, TLS, signals, the plugin registry).
+they share (listeners, TLS, signals, the plugin registry); :mod:`.gc_tuning` sets the garbage
+collector's thresholds of every mirrorline process.
 """

@@ -28,6 +28,7 @@ from typing import IO, Any
 
 from mirrorline.api.errors import ConnectError
 from mirrorline.api.jobs import Progress, SourceOffsets
+from mirrorline.boot import gc_tuning
 from mirrorline.clients import process_patches
 from mirrorline.clients.runtime_clients import KAFKA_CLIENTS
 from mirrorline.plugins import PluginRegistry
@@ -211,6 +212,7 @@ def main() -> int:
     logging.basicConfig(level=os.environ.get("MIRRORLINE_JOB_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s [job %(process)d] %(name)s: %(message)s")
     process_patches.install()
+    gc_tuning.tune()
     line = sys.stdin.readline()
     if not line:
         return 2

@@ -13,6 +13,7 @@ import sys
 import traceback
 
 from mirrorline import __version__
+from mirrorline.boot import gc_tuning
 from mirrorline.clients import process_patches
 from mirrorline.cli import distributed, jobs, local_kafka, plugin_new, plugins, standalone
 
@@ -121,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     process_patches.install()  # before any Kafka client exists in this process
     try:
+        gc_tuning.tune()  # a malformed MIRRORLINE_GC_THRESHOLDS is a one-line error
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
