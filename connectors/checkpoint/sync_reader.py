@@ -16,6 +16,9 @@ from mirrorline.connectors.mirror_client.offset_sync_store import OffsetSyncStor
 
 log = logging.getLogger(__name__)
 
+#: How long the tail waits for syncs per getmany (it was 1 s: a wake-up a second when idle).
+TAIL_POLL_TIMEOUT_MS = 10_000
+
 
 class OffsetSyncReader:
     """Owns a consumer on partition 0 of the offset-syncs topic and a tailing coroutine.
@@ -51,7 +54,8 @@ class OffsetSyncReader:
 
     async def _tail_loop(self) -> None:
         while True:
-            for records in (await self._consumer.getmany(self._tp, timeout_ms=1000)).values():
+            # returns as soon as a sync arrives; a long wait only wakes an idle tail less often
+            for records in (await self._consumer.getmany(self._tp, timeout_ms=TAIL_POLL_TIMEOUT_MS)).values():
                 for record in records:
                     self._feed(record)
 

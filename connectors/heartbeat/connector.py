@@ -33,9 +33,9 @@ GROUP = "MirrorHeartbeat"
 EMIT_ENABLED = "emit.heartbeats.enabled"
 EMIT_INTERVAL = "emit.heartbeats.interval.seconds"
 REPLICATION_FACTOR = "heartbeats.topic.replication.factor"
-#: How long start() tries the source cluster to compare cluster ids before going on without it.
-#: Longest single wait inside ``poll``, so pause and stop stay prompt with long intervals.
-MAX_POLL_WAIT_S = 0.5
+#: Longest single wait inside ``poll``, so pause and stop stay prompt with long intervals. At the
+#: default interval of 1 s a longer step than the interval only adds wake-ups (0.5 s was two a beat).
+MAX_POLL_WAIT_S = 1.0
 #: Kafka error codes: topic exists; authorization / unsupported / invalid config (MM2 only warns).
 TOPIC_ALREADY_EXISTS = 36
 _WARN_ONLY = {29: "TOPIC_AUTHORIZATION_FAILED", 31: "CLUSTER_AUTHORIZATION_FAILED",

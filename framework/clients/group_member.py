@@ -157,7 +157,9 @@ class GroupMember:
     async def _keep_polling(self) -> None:
         while True:
             try:
-                await self._consumer.getmany(timeout_ms=1000)
+                # assigned nothing, it never returns early: a long wait wakes the loop less often, and
+                # aiokafka counts the member as polling while a getmany waits (max.poll.interval)
+                await self._consumer.getmany(timeout_ms=FETCH_LOOP_WAKEUP_MS)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - e.g. the coordinator errors surfaced here

@@ -56,6 +56,12 @@ _TOPIC_READY_TIMEOUT_S = 30.0
 _READ_TIMEOUT_S = 60.0
 #: fetch.max.wait.ms of the tail's consumer unless the client settings give one
 TAIL_FETCH_WAIT_MS = 5000
+#: How long the tail's getmany waits for records. It returns as soon as there are some; waiting
+#: longer only wakes an idle log less often (it was 1 s: one wake-up a second per internal log).
+TAIL_POLL_TIMEOUT_MS = 10_000
+#: While read_to_end waits, how often it looks at the consumer's positions itself: they also move
+#: without records being returned (transaction markers, compacted gaps) while the tail waits.
+_POSITION_CHECK_S = 0.05
 
 
 class KafkaBasedLog:
@@ -156,16 +162,36 @@ class KafkaBasedLog:
         ends = await self._consumer.end_offsets(self._tps)
         try:
             async with asyncio.timeout(timeout):
-                async with self._progress:
-                    await self._progress.wait_for(
-                        lambda: self._error is not None
-                        or all(self._positions.get(tp, 0) >= end for tp, end in ends.items()))
+                while not self._caught_up(ends):
+                    async with self._progress:
+                        try:
+                            async with asyncio.timeout(_POSITION_CHECK_S):
+                                await self._progress.wait()  # notified after each batch the tail applies
+                        except TimeoutError:
+                            pass
         except TimeoutError:
             behind = {tp.partition: (self._positions.get(tp), end) for tp, end in ends.items()
                       if self._positions.get(tp, 0) < end}
             raise TimeoutError(f"log {self.topic} not read to its end within {timeout:.0f}s "
                                f"(partition: (position, end) = {behind})") from None
         self._raise_if_failed()
+
+    def _caught_up(self, ends: Mapping[TopicPartition, int]) -> bool:
+        """Whether the tail failed or has consumed up to ``ends``.
+
+        The consumer's own position counts too: records before it were returned by a getmany, and
+        the tail applies what a getmany returns before anything else runs; it moves past markers and
+        gaps while the tail is still waiting for records."""
+        if self._error is not None:
+            return True
+        consumer = self._consumer
+        for tp, end in ends.items():
+            if self._positions.get(tp, 0) >= end:
+                continue
+            position = consumer.fetch_position(tp) if consumer is not None else None
+            if position is None or position < end:
+                return False
+        return True
 
     def _raise_if_failed(self) -> None:
         if self._error is not None:
@@ -176,7 +202,7 @@ class KafkaBasedLog:
         assert consumer is not None
         try:
             while True:
-                batch = await consumer.getmany(timeout_ms=1000)
+                batch = await consumer.getmany(timeout_ms=TAIL_POLL_TIMEOUT_MS)
                 for records in batch.values():
                     for record in records:
                         try:

@@ -362,3 +362,36 @@ async def test_log_reads_its_own_writes_and_survives_a_failing_callback(props, u
     finally:
         await log.stop()
     await log.stop()  # idempotent
+
+
+async def test_read_to_end_is_prompt_when_the_log_ends_with_an_aborted_transaction(props, unique_name):
+    """The tail's getmany waits up to 10 s for records; records of an aborted transaction and its
+    marker are never returned, only passed over. read_to_end watches the consumer's position itself,
+    so it returns once the tail is past them, not when that wait ends. Written with librdkafka."""
+    from confluent_kafka import Producer
+
+    topic = unique_name("txlog")
+    seen = []
+    log = KafkaBasedLog(topic, props, seen.append, partitions=1, replication_factor=1, topic_config={},
+                        read_committed=True)
+    await log.start()
+    try:
+        await log.read_to_end()  # the tail is now waiting in its getmany
+
+        def aborted() -> None:
+            producer = Producer({"bootstrap.servers": props["bootstrap.servers"],
+                                 "transactional.id": unique_name("tx")})
+            producer.init_transactions(30)
+            producer.begin_transaction()
+            producer.produce(topic, key=b"k", value=b"never", partition=0)
+            producer.flush(30)
+            producer.abort_transaction(30)
+
+        await asyncio.to_thread(aborted)
+        started = asyncio.get_running_loop().time()
+        await log.read_to_end()
+        waited = asyncio.get_running_loop().time() - started
+        assert seen == []
+        assert waited < 7, f"read_to_end took {waited:.1f} s: it waited for the tail's getmany to time out"
+    finally:
+        await log.stop()
