@@ -30,6 +30,8 @@ What stands in for what:
   otherwise every started task would try to reach ``bootstrap.servers``. It acknowledges
   every record at once, with increasing offsets per topic partition, and keeps what it
   was sent.
+- :func:`source_task_runner` for a lone ``WorkerSourceTask`` (offsets in memory, status and
+  failures ignored), to run one task's runtime loops in a pure unit test.
 
 Typical use::
 
@@ -262,6 +264,25 @@ def patch_record_producer(monkeypatch) -> type[FakeRecordProducer]:
     FakeRecordProducer.instances = []
     monkeypatch.setattr("mirrorline.runtime.worker_task.KafkaProducer", FakeRecordProducer)
     return FakeRecordProducer
+
+
+def source_task_runner(task_id: Any, task: Any, **kwargs: Any) -> Any:
+    """A ``WorkerSourceTask`` running ``task`` alone: offsets in memory, status and failures ignored.
+
+    Its producer is whatever ``KafkaProducer`` is at start (:func:`patch_record_producer`, or a
+    subclass of :class:`FakeRecordProducer` patched in the same way). ``kwargs`` go to the runner
+    (``flush_interval_s=60`` unless given).
+    """
+    from mirrorline.runtime.context import StoreOffsetReader
+    from mirrorline.runtime.worker_task import WorkerSourceTask
+
+    async def ignore(*args: Any) -> None:
+        pass
+
+    store = MemoryOffsetStore()
+    return WorkerSourceTask(task_id, task, {}, producer_kwargs={}, offset_store=store,
+                            offset_reader=StoreOffsetReader(store, task_id.connector), on_status=ignore,
+                            on_failure=ignore, **{"flush_interval_s": 60, **kwargs})
 
 
 # -- the group member ----------------------------------------------------------------------

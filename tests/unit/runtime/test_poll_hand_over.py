@@ -18,10 +18,8 @@ from mirrorline.api import ConnectorTaskId, SourceRecord, SourceTask
 from mirrorline.api.clients import BatchFetch
 from mirrorline.api.kafka import FetchedBatch, TopicPartition
 from mirrorline.clients.consumer import KafkaConsumer
-from mirrorline.runtime.context import StoreOffsetReader
-from mirrorline.runtime.worker_task import WorkerSourceTask, handed_on
-from mirrorline.storage.offsets import MemoryOffsetStore
-from support.herder_fakes import FakeRecordProducer
+from mirrorline.runtime.worker_task import handed_on
+from support.herder_fakes import FakeRecordProducer, source_task_runner
 
 TASK = ConnectorTaskId("handover", 0)
 
@@ -64,14 +62,7 @@ async def test_the_runtime_lets_go_of_each_polled_record_once_the_producer_has_i
             return await super().send(topic, **kwargs)
 
     monkeypatch.setattr("mirrorline.runtime.worker_task.KafkaProducer", NotingProducer)
-
-    async def ignore(*args):
-        pass
-
-    store = MemoryOffsetStore()
-    runner = WorkerSourceTask(TASK, task, {}, producer_kwargs={}, offset_store=store,
-                              offset_reader=StoreOffsetReader(store, "handover"), on_status=ignore,
-                              on_failure=ignore, flush_interval_s=60)
+    runner = source_task_runner(TASK, task)
     await runner.start()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 5

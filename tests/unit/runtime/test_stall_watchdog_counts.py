@@ -13,10 +13,8 @@ from __future__ import annotations
 import asyncio
 
 from mirrorline.api import ConnectorTaskId, SourceTask
-from mirrorline.runtime.context import StoreOffsetReader
 from mirrorline.runtime.worker_task import STALLED, WorkerSourceTask
-from mirrorline.storage.offsets import MemoryOffsetStore
-from support.herder_fakes import FakeRecordProducer
+from support.herder_fakes import patch_record_producer, source_task_runner
 
 TASK = ConnectorTaskId("watchdog", 0)
 STALL_S = 0.8  # period 0.2 s, quiet period 0.4 s
@@ -43,15 +41,8 @@ class CountedIdleTask(SourceTask):
 
 
 async def _run(monkeypatch, task: SourceTask, seconds: float) -> WorkerSourceTask:
-    monkeypatch.setattr("mirrorline.runtime.worker_task.KafkaProducer", FakeRecordProducer)
-
-    async def ignore(*args):
-        pass
-
-    store = MemoryOffsetStore()
-    runner = WorkerSourceTask(TASK, task, {}, producer_kwargs={}, offset_store=store,
-                              offset_reader=StoreOffsetReader(store, "watchdog"), on_status=ignore,
-                              on_failure=ignore, flush_interval_s=60, stall_timeout_s=STALL_S)
+    patch_record_producer(monkeypatch)
+    runner = source_task_runner(TASK, task, stall_timeout_s=STALL_S)
     await runner.start()
     try:
         await asyncio.sleep(seconds)
