@@ -124,11 +124,11 @@ class KafkaConsumer(Consumer):
         except AIO_ERRORS as exc:
             raise translate(exc) from exc
 
-    # -- positions -------------------------------------------------------------------------------
     def _not_subscribed_by_pattern(self) -> bool:
         # aiokafka's pattern subscription keeps an empty topic list meaning "every topic"
         return self._consumer._subscription.subscribed_pattern is None
 
+    # -- positions -------------------------------------------------------------------------------
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         self._consumer.assign(aio(partitions))
 
