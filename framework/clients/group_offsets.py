@@ -6,7 +6,9 @@ FindCoordinator each unless coordinators are remembered. Since Kafka 3.0 both re
 many groups: FindCoordinator **v4** looks up many keys at once, OffsetFetch **v8** asks one
 coordinator about all its groups. Both are flexible versions (compact strings and arrays,
 tagged fields), defined here with aiokafka's protocol building blocks as :mod:`.topic_ids`
-defines Metadata v12.
+defines Metadata v12; the OffsetFetch answer, thousands of partitions every checkpoint cycle,
+is read by hand (:class:`OffsetFetchResponseV8`), the schema kept as the reference it is tested
+against.
 
 :func:`fetch_group_offsets` remembers each group's coordinator in a dict the caller keeps; an
 answer saying a coordinator moved (or is loading) drops the entry, and that group is asked
@@ -16,19 +18,25 @@ request per group (:class:`BatchedUnsupported`).
 
 from __future__ import annotations
 
+import struct
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Any
+from io import BytesIO
+from typing import Any, NamedTuple
 
 from aiokafka.errors import IncompatibleBrokerVersion, KafkaError, for_code
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.types import (Boolean, CompactArray, CompactString, Int8, Int16, Int32, Int64, Schema,
                                      TaggedFields)
 
+from mirrorline.clients.flexible_bytes import FlexibleReader
+
 _FIND_COORDINATOR = 10
 _OFFSET_FETCH = 9
 #: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 COORDINATOR_CODES = frozenset({14, 15, 16})
+#: partition_index, committed_offset, committed_leader_epoch: the fixed head of a partition's entry
+_PARTITION_HEAD = struct.Struct(">iqi")
 #: groups asked about per OffsetFetch (the answer holds every committed partition of each)
 GROUPS_PER_REQUEST = 200
 
@@ -80,7 +88,10 @@ class FindGroupCoordinators(Request[FindCoordinatorRequest_v4]):
 
 
 class OffsetFetchResponse_v8(Response):
-    """OffsetFetch v8 response: per group, its committed offsets and its error code."""
+    """OffsetFetch v8 response as a schema: per group, its committed offsets and its error code.
+
+    Answers are read by :class:`OffsetFetchResponseV8`; this stays to write answers in tests and
+    to check that decoder against."""
 
     API_KEY = _OFFSET_FETCH
     API_VERSION = 8
@@ -100,13 +111,71 @@ class OffsetFetchResponse_v8(Response):
     )
 
 
+class _OffsetFetchAnswer(NamedTuple):
+    """A decoded OffsetFetch v8 answer, laid out as aiokafka's schema decoder lays it out."""
+
+    throttle_time_ms: int
+    groups: list
+    tags: dict
+
+
+class OffsetFetchResponseV8:
+    """aiokafka response type for OffsetFetch v8 whose ``decode`` reads the bytes by hand.
+
+    A checkpoint cycle asks for every group's committed offsets each minute; aiokafka's schema
+    walker spent a Python call per field of each of thousands of partitions, about as much as the
+    rest of an idle cycle. The layout is Kafka's ``OffsetFetchResponse.json`` at version 8: per
+    group its id, topics (name, partitions: index, committed offset, leader epoch, metadata, error
+    code) and error code, tagged fields skipped (shown as ``{}``).
+    """
+
+    API_KEY = _OFFSET_FETCH
+    API_VERSION = 8
+
+    @classmethod
+    def decode(cls, data: BytesIO | bytes) -> _OffsetFetchAnswer:
+        """Decode an OffsetFetch v8 response body (after the response header)."""
+        raw = data if isinstance(data, bytes) else data.read()
+        reader = FlexibleReader(raw)
+        try:
+            return _decode_offset_fetch(reader)
+        except (IndexError, struct.error) as exc:
+            raise ValueError(f"OffsetFetch v8 answer ends early or is malformed at byte {reader.pos}: {exc}") from exc
+
+
+def _decode_offset_fetch(reader: FlexibleReader) -> _OffsetFetchAnswer:
+    data = reader.data
+    partition_head = _PARTITION_HEAD.unpack_from
+    throttle = reader.int32()
+    groups = []
+    for _ in range(max(reader.uvarint() - 1, 0)):
+        group_id = reader.compact_string()
+        topics = None
+        count = reader.uvarint() - 1
+        if count >= 0:
+            topics = []
+            for _topic in range(count):
+                name = reader.compact_string()
+                partitions = []
+                for _partition in range(max(reader.uvarint() - 1, 0)):
+                    index, offset, epoch = partition_head(data, reader.pos)
+                    reader.pos += 16
+                    metadata = reader.compact_string()
+                    error_code = reader.int16()
+                    partitions.append((index, offset, epoch, metadata, error_code, reader.skip_tags()))
+                topics.append((name, partitions, reader.skip_tags()))
+        error_code = reader.int16()
+        groups.append((group_id, topics, error_code, reader.skip_tags()))
+    return _OffsetFetchAnswer(throttle, groups, reader.skip_tags())
+
+
 class OffsetFetchRequest_v8(RequestStruct):
     """OffsetFetch v8 request: many groups, each with its topics (null: every committed one)."""
 
     FLEXIBLE_VERSION = True
     API_KEY = _OFFSET_FETCH
     API_VERSION = 8
-    RESPONSE_TYPE = OffsetFetchResponse_v8
+    RESPONSE_TYPE = OffsetFetchResponseV8
     SCHEMA = Schema(
         ("groups", CompactArray(
             ("group_id", CompactString("utf-8")),

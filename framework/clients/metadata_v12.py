@@ -19,8 +19,8 @@ import struct
 from io import BytesIO
 from typing import NamedTuple
 
-_INT16 = struct.Struct(">h")
-_INT32 = struct.Struct(">i")
+from mirrorline.clients.flexible_bytes import FlexibleReader
+
 #: error_code, partition_index, leader_id, leader_epoch: the fixed head of a partition entry.
 _PARTITION_HEAD = struct.Struct(">hiii")
 _INT32_ARRAYS: dict[int, struct.Struct] = {}
@@ -43,65 +43,6 @@ class MetadataV12(NamedTuple):
     tags: dict
 
 
-class _Reader:
-    """A position in a response's bytes, read forward."""
-
-    __slots__ = ("data", "pos")
-
-    def __init__(self, data, pos: int = 0) -> None:
-        self.data = data
-        self.pos = pos
-
-    def uvarint(self) -> int:
-        data, pos = self.data, self.pos
-        byte = data[pos]
-        pos += 1
-        value = byte & 0x7F
-        shift = 7
-        while byte & 0x80:
-            byte = data[pos]
-            pos += 1
-            value |= (byte & 0x7F) << shift
-            shift += 7
-        self.pos = pos
-        return value
-
-    def int16(self) -> int:
-        value = _INT16.unpack_from(self.data, self.pos)[0]
-        self.pos += 2
-        return value
-
-    def int32(self) -> int:
-        value = _INT32.unpack_from(self.data, self.pos)[0]
-        self.pos += 4
-        return value
-
-    def compact_string(self) -> str | None:
-        length = self.uvarint() - 1
-        if length < 0:
-            return None
-        start = self.pos
-        self.pos = start + length
-        return bytes(self.data[start:start + length]).decode("utf-8")
-
-    def int32_array(self) -> list[int] | None:
-        count = self.uvarint() - 1
-        if count < 0:
-            return None
-        layout = _INT32_ARRAYS.get(count)
-        if layout is None:
-            layout = _INT32_ARRAYS.setdefault(count, struct.Struct(f">{count}i"))
-        values = list(layout.unpack_from(self.data, self.pos))
-        self.pos += 4 * count
-        return values
-
-    def skip_tags(self) -> dict:
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self.pos += self.uvarint()
-        return {}
-
-
 def decode(data, pos: int = 0, details: bool = True) -> MetadataV12:
     """Decode a Metadata v12 response body (after the response header) starting at ``pos``.
 
@@ -111,14 +52,14 @@ def decode(data, pos: int = 0, details: bool = True) -> MetadataV12:
     """
     if not isinstance(data, bytes):
         data, pos = bytes(data[pos:]), 0  # indexing bytes is faster than a memoryview
-    reader = _Reader(data, pos)
+    reader = FlexibleReader(data, pos)
     try:
         return _decode(reader, _partitions if details else _count_partitions)
     except (IndexError, struct.error) as exc:
         raise ValueError(f"Metadata v12 answer ends early or is malformed at byte {reader.pos}: {exc}") from exc
 
 
-def _decode(reader: _Reader, read_partitions) -> MetadataV12:
+def _decode(reader: FlexibleReader, read_partitions) -> MetadataV12:
     throttle = reader.int32()
     brokers = []
     for _ in range(max(reader.uvarint() - 1, 0)):
@@ -153,7 +94,7 @@ def _length_at(data: bytes, pos: int) -> tuple[int, int]:
     and the position after it."""
     value = data[pos]
     if value & 0x80:
-        reader = _Reader(data, pos)
+        reader = FlexibleReader(data, pos)
         value = reader.uvarint()
         return value, reader.pos
     return value, pos + 1
@@ -163,7 +104,7 @@ def _after_tags(data: bytes, pos: int) -> int:
     """The position after the tagged fields at ``pos`` (usually none: one zero byte)."""
     if data[pos] == 0:
         return pos + 1
-    reader = _Reader(data, pos)
+    reader = FlexibleReader(data, pos)
     reader.skip_tags()
     return reader.pos
 

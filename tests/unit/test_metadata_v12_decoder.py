@@ -127,3 +127,16 @@ def test_counting_decoder_counts_what_the_full_one_reads():
     assert counted.brokers == full.brokers and counted.cluster_id == full.cluster_id
     with pytest.raises(ValueError, match="ends early"):
         decode(raw[: len(raw) - 40], details=False)
+
+
+def test_tagged_fields_anywhere_are_stepped_over():
+    # aiokafka's TaggedFields writes a value as given, so each value here carries its own size byte.
+    # The reader once added a tag's size to the position from before reading that size: a broker
+    # entry with a tag threw the rest of the answer off.
+    answer = MetadataResponse_v12(
+        0, [(1, "h", 1, None, {2: b"\x02ab"}), (2, "i", 2, "r", {})], "c", 1,
+        [(0, "t", bytes(16), False, [(0, 0, 1, 0, [1], [1], [], {4: b"\x01z"})], 0, {1: b"\x00"})], {3: b"\x02ab"})
+    got = decode(answer.encode())
+    assert [b[:4] for b in got.brokers] == [(1, "h", 1, None), (2, "i", 2, "r")]
+    assert got.controller_id == 1
+    assert [(t[1], [tuple(p[:4]) for p in t[4]]) for t in got.topics] == [("t", [(0, 0, 1, 0)])]
