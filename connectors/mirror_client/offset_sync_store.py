@@ -140,6 +140,8 @@ class OffsetSyncStore:
         self._epoch_of: dict[tuple[str, int], int] = {}
         self._next_record_offset: int | None = None
         self._chain_of: dict[tuple[str, int], Chain] = {}
+        # Partitions given a sync since take_changed() last ran; None: every translation may differ.
+        self._changed: set[tuple[str, int]] | None = None
 
     @property
     def ready(self) -> bool:
@@ -149,6 +151,7 @@ class OffsetSyncStore:
     def finish_initial_read(self) -> None:
         """Mark the initial read-to-end of the offset-syncs topic as done; idempotent."""
         self._read_to_end = True
+        self._changed = None  # translations start answering: every one differs
 
     def update(self, sync: OffsetSync, record_offset: int | None = None, chain: Chain | None = None) -> None:
         """Record ``sync`` (the next offset-syncs record) for its upstream topic-partition.
@@ -164,6 +167,8 @@ class OffsetSyncStore:
         """
         self._note_record_offset(record_offset)
         key = (sync.topic, sync.partition)
+        if self._changed is not None:
+            self._changed.add(key)
         runs = self._runs.get(key)
         if runs is None:
             runs = self._runs[key] = PartitionRuns(self._max_runs)
@@ -178,6 +183,17 @@ class OffsetSyncStore:
             self._syncs[key] = [sync] * SYNCS_PER_PARTITION
             return
         self._syncs[key] = self._updated(current, sync)
+
+    def take_changed(self) -> set[tuple[str, int]] | None:
+        """The ``(topic, partition)`` keys given a sync since the previous call, and start anew.
+
+        None when any translation may differ from what it was at the previous call: at the first
+        call, and after :meth:`finish_initial_read`. A partition not in the set translates every
+        offset as it did then (translation depends on nothing but the syncs read), which lets a
+        checkpoint cycle pass over a group whose committed offsets did not move either.
+        """
+        changed, self._changed = self._changed, set()
+        return changed
 
     def skip_record(self, record_offset: int | None = None) -> None:
         """Note an offset-syncs record that is not a usable sync (undecodable): it may hide one.
