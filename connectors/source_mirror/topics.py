@@ -42,6 +42,8 @@ _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 # Describing a topic CreateTopics just reported as existing: a few short tries before the next refresh.
 _DESCRIBE_ATTEMPTS = 5
 _DESCRIBE_BACKOFF_S = 0.2
+#: topic verdicts remembered before starting over (a cluster whose topic names keep changing)
+_MAX_VERDICTS = 200_000
 _STATIC_BROKER_CONFIG = ConfigSource.STATIC_BROKER_CONFIG
 _DEFAULT_CONFIG = ConfigSource.DEFAULT_CONFIG
 
@@ -57,6 +59,11 @@ class TopicSelection:
     heartbeats_enabled: bool
     on_skip: Callable[[str], None] | None = None
     skipped: dict[str, str] = field(default_factory=dict)
+    # Each topic's verdict under ``_verdicts_of`` (the topic_filter they were reached with): every
+    # refresh asks again about every topic of the cluster, and the regular expressions and policy
+    # checks, thousands of topics each refresh, were a large part of an idle refresh.
+    _verdicts: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
+    _verdicts_of: TopicFilter | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # the skipped-topics series exist at 0 from the start, so panels and alerts read 0, not "No data"
@@ -64,7 +71,19 @@ class TopicSelection:
             metrics.SKIPPED_TOPICS.labels(self.source_alias, self.target_alias, reason)
 
     def should_replicate(self, topic: str) -> bool:
-        """MM2's shouldReplicateTopic, plus refusing remote names Kafka would reject."""
+        """MM2's shouldReplicateTopic, plus refusing remote names Kafka would reject.
+
+        The answer depends on nothing but the name and the topic filter, so it is remembered until
+        ``topic_filter`` is replaced (a new stored topic selection)."""
+        if self._verdicts_of is not self.topic_filter or len(self._verdicts) > _MAX_VERDICTS:
+            self._verdicts = {}
+            self._verdicts_of = self.topic_filter
+        verdict = self._verdicts.get(topic)
+        if verdict is None:
+            verdict = self._verdicts[topic] = self._decide(topic)
+        return verdict
+
+    def _decide(self, topic: str) -> bool:
         selected = self.topic_filter.should_replicate_topic(topic) or (
             self.heartbeats_enabled and self.policy.is_heartbeats_topic(topic))
         if not selected or self.policy.is_internal_topic(topic) or is_cycle(self.policy, self.target_alias, topic):
