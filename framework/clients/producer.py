@@ -36,6 +36,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import IllegalOperation, TopicAuthorizationFailedError
+from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.producer.message_accumulator import MessageBatch
 from aiokafka.producer.transaction_manager import TransactionState
 
@@ -55,6 +56,10 @@ DEFAULT_MAX_BLOCK_MS = 60_000
 DEFAULT_BUFFER_MEMORY = 33_554_432
 # Upper bound of the pause between two metadata refreshes while waiting for a partition.
 _MAX_REFRESH_BACKOFF_S = 1.0
+#: keyed records' partitions remembered per producer (internal topics' keys are a few thousand)...
+_CACHED_KEYS = 50_000
+#: ... for keys no longer than this (a connector writing large, ever-new keys gains nothing from it)
+_CACHED_KEY_BYTES = 512
 
 
 class _PartitionUnknown(Exception):
@@ -105,6 +110,8 @@ class RecordProducer(AIOKafkaProducer):
         if produce_lanes < 1:
             raise ValueError(f"produce.connections.per.broker must be >= 1, not {produce_lanes}")
         super().__init__(*args, **kwargs)
+        #: (topic, key) -> (partition count, partition) the default partitioner chose (see _partition)
+        self._key_partitions: dict[tuple[str, bytes], tuple[int, int]] = {}
         enable_lanes(self, produce_lanes)
         thin_retry_warnings()
         self.max_block_ms = max_block_ms
@@ -173,6 +180,21 @@ class RecordProducer(AIOKafkaProducer):
         known = self._metadata.partitions_for_topic(topic)
         if not known or (partition is not None and partition not in known):
             raise _PartitionUnknown()
+        if (partition is None and serialized_key is not None and len(serialized_key) <= _CACHED_KEY_BYTES
+                and type(self._partitioner) is DefaultPartitioner):
+            # The default partitioner's choice for a key depends on the key and the partition count
+            # only; its murmur2 is pure Python. The internal topics' writers (offsets, configs,
+            # status) write the same few thousand keys over and over: thousands of source-partition
+            # offsets per flush spent more time hashing than encoding.
+            cache_key = (topic, serialized_key)
+            cached = self._key_partitions.get(cache_key)
+            if cached is not None and cached[0] == len(known):
+                return cached[1]
+            chosen = super()._partition(topic, partition, key, value, serialized_key, serialized_value)
+            if len(self._key_partitions) >= _CACHED_KEYS:
+                self._key_partitions.clear()
+            self._key_partitions[cache_key] = (len(known), chosen)
+            return chosen
         return super()._partition(topic, partition, key, value, serialized_key, serialized_value)
 
     async def learn_topics(self, topics) -> None:
