@@ -80,13 +80,17 @@ def consumer_for(clients: KafkaClients, originals: dict[str, Any], side: str, cl
 async def assign_at(consumer: Consumer, tp: TopicPartition, offset: int | None = None) -> None:
     """Assign ``tp`` alone and position it at ``offset`` (its beginning when None).
 
-    assign() schedules a reset to ``auto_offset_reset``; a seek made before that reset
-    completes can lose to it, so the reset is awaited first.
+    The seek follows assign() at once, before the event loop runs the consumer's fetcher again:
+    the partition then has a position before the fetcher looks at it, so the reset to
+    ``auto.offset.reset`` that assign() would otherwise start never runs, and cannot overwrite the
+    seek. Awaiting that reset first, as this did, cost a whole ``fetch.max.wait.ms`` at every
+    start: the consumer's default reset (latest) sent a fetch at the end of the partition, which
+    the broker held for lack of records, and the fetch from ``offset`` waited behind it (5.3 s
+    for each checkpoint task's first read of a populated offset-syncs topic).
     """
-    consumer.assign([tp])
-    await consumer.position(tp)
     if offset is None:
         offset = (await consumer.beginning_offsets([tp]))[tp]
+    consumer.assign([tp])
     consumer.seek(tp, offset)
 
 
