@@ -180,7 +180,7 @@ class RecordProducer(AIOKafkaProducer):
         known = self._metadata.partitions_for_topic(topic)
         if not known or (partition is not None and partition not in known):
             raise _PartitionUnknown()
-        if (partition is None and serialized_key is not None and len(serialized_key) <= _CACHED_KEY_BYTES
+        if (partition is None and type(serialized_key) is bytes and len(serialized_key) <= _CACHED_KEY_BYTES
                 and type(self._partitioner) is DefaultPartitioner):
             # The default partitioner's choice for a key depends on the key and the partition count
             # only; its murmur2 is pure Python. The internal topics' writers (offsets, configs,

@@ -65,3 +65,13 @@ async def test_a_custom_partitioner_is_asked_every_time(monkeypatch):
         assert len(asked) == 3
     finally:
         await producer.stop()
+
+
+async def test_unhashable_keys_are_partitioned_without_the_cache(monkeypatch):
+    producer = _producer(monkeypatch, set(range(5)))
+    try:
+        key = bytearray(b"a serializer may return a bytearray")
+        assert producer._partition("t", None, key, b"v", key, b"v") == DefaultPartitioner()(key, list(range(5)), [])
+        assert producer._key_partitions == {}
+    finally:
+        await producer.stop()
