@@ -14,8 +14,6 @@ import struct
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
-_INT64 = struct.Struct(">q")
-_INT32_ARRAYS: dict[int, struct.Struct] = {}
 
 
 class FlexibleReader:
@@ -55,12 +53,6 @@ class FlexibleReader:
         self.pos += 4
         return value
 
-    def int64(self) -> int:
-        """A big-endian INT64."""
-        value = _INT64.unpack_from(self.data, self.pos)[0]
-        self.pos += 8
-        return value
-
     def compact_string(self) -> str | None:
         """A COMPACT_NULLABLE_STRING (UTF-8)."""
         length = self.uvarint() - 1
@@ -72,18 +64,6 @@ class FlexibleReader:
             raise IndexError(f"a string of {length} bytes runs past the end")
         self.pos = end
         return bytes(self.data[start:end]).decode("utf-8")
-
-    def int32_array(self) -> list[int] | None:
-        """A COMPACT_ARRAY of INT32."""
-        count = self.uvarint() - 1
-        if count < 0:
-            return None
-        layout = _INT32_ARRAYS.get(count)
-        if layout is None:
-            layout = _INT32_ARRAYS.setdefault(count, struct.Struct(f">{count}i"))
-        values = list(layout.unpack_from(self.data, self.pos))
-        self.pos += 4 * count
-        return values
 
     def skip_tags(self) -> dict:
         """Step over a tagged-fields section; returns ``{}`` (what aiokafka shows for none)."""
