@@ -16,9 +16,10 @@ around offset changes), and the two restarts the supervisor asks for.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from mirrorline import __version__
@@ -136,6 +137,20 @@ class AbstractHerder(Herder):
         except Exception as exc:  # the connector's failure, reported in its status
             await self.worker.fail_connector(name, exc, "failed to generate task configs")
             return None
+
+    @staticmethod
+    async def _start_side_by_side(starts: Iterable[Awaitable[None]]) -> None:
+        """Run task starts side by side, as Connect starts each task on its own thread.
+
+        A task's ``start()`` may take seconds (a first read of its offsets or of a topic, a broker
+        slow to answer); one after another, every task after it would wait. Every start runs to
+        its end; the first exception one raised is raised after all have finished (a task's own
+        failure to start is not one: it leaves that task FAILED).
+        """
+        results = await asyncio.gather(*starts, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
 
     async def _start_task(self, task_id: ConnectorTaskId, task_config: dict[str, str],
                           connector_config: dict[str, Any] | None = None) -> None:

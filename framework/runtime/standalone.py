@@ -117,9 +117,10 @@ class StandaloneHerder(AbstractHerder):
         await self._start_tasks(name)
 
     async def _start_tasks(self, name: str, only: set[int] | None = None) -> None:
-        for index, task_config in enumerate(self.config_store.task_configs(name)):
-            if only is None or index in only:
-                await self._start_task(ConnectorTaskId(name, index), task_config)
+        await self._start_side_by_side(
+            self._start_task(ConnectorTaskId(name, index), task_config)
+            for index, task_config in enumerate(self.config_store.task_configs(name))
+            if only is None or index in only)
 
     async def _stop_tasks(self, name: str, only: set[int] | None = None) -> None:
         await self.worker.stop_tasks([t for t in self.worker.connector_tasks(name) if only is None or t.task in only])

@@ -296,8 +296,7 @@ class DistributedHerder(AbstractHerder, MembershipListener):
             self.member.request_rejoin()
         for name in sorted(mine_connectors - self._owned_connectors):
             await self._start_connector_here(name)
-        for task_id in sorted(mine_tasks - self._owned_tasks):
-            await self._start_task_here(task_id)
+        await self._start_side_by_side(self._start_task_here(t) for t in sorted(mine_tasks - self._owned_tasks))
         deferred, self._deferred_reconfigurations = self._deferred_reconfigurations, set()
         for name in sorted(deferred & set(self.worker.connectors)):
             log.info("Connector %s: carrying out the reconfiguration requested during the rebalance", name)
@@ -447,8 +446,7 @@ class DistributedHerder(AbstractHerder, MembershipListener):
                 log.info("Task %s: its config changed; restarting it", task_id)
                 changed.append(task_id)
         await self._stop_tasks_here(removed + changed)
-        for task_id in changed:
-            await self._start_task_here(task_id)
+        await self._start_side_by_side(self._start_task_here(t) for t in changed)
         if self._task_counts.get(name) != len(configs):
             self._task_counts[name] = len(configs)
             self.member.request_rejoin()
@@ -478,10 +476,9 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         # Tasks still assigned here but not running (stopped by a STOPPED state whose empty task
         # configs were never written, e.g. the leader died between its two writes) start again.
         if self._assignment is not None:
-            for connector, task in self._assignment.tasks:
-                task_id = ConnectorTaskId(connector, task)
-                if connector == name and task_id not in self.worker.tasks and self._should_restart_task(task_id):
-                    await self._start_task_here(task_id)
+            idle = [ConnectorTaskId(connector, task) for connector, task in self._assignment.tasks if connector == name]
+            await self._start_side_by_side(self._start_task_here(t) for t in idle
+                                           if t not in self.worker.tasks and self._should_restart_task(t))
 
     # -- callbacks from connectors and tasks running here ----------------------------------
     async def _regenerate_task_configs(self, name: str) -> None:

@@ -43,6 +43,7 @@ class Probe:
     task_count: int = 1
     hang_on_stop: bool = False
     task_stop_delay_s: dict[int, float] = field(default_factory=dict)
+    task_start_delay_s: dict[int, float] = field(default_factory=dict)
     poll_failures: dict[int, int] = field(default_factory=dict)
     starts: int = 0
     stops: int = 0
@@ -101,6 +102,7 @@ class ProbeSourceTask(SourceTask):
         self.index = int(config["task"])
         committed = await self.context.offsets.offset({"task": self.index})
         self.seq = 0 if committed is None else committed["seq"] + 1
+        await asyncio.sleep(probe(self.name).task_start_delay_s.get(self.index, 0))
         probe(self.name).task_starts[self.index] += 1
 
     async def poll(self) -> list[SourceRecord]:
@@ -276,6 +278,33 @@ async def test_assignment_starts_what_is_assigned_and_stops_what_is_revoked_in_p
     assert again.tasks == (("spread", 0), ("spread", 1)) and not again.revoked
     assert rig.member.assignments[-1]["member-2"].tasks == (("spread", 2), ("spread", 3))
     assert state.task_starts == Counter({0: 1, 1: 1, 2: 1, 3: 1})
+
+
+async def test_assigned_tasks_start_side_by_side(make_rig):
+    # Connect starts each task on its own thread; one after another, four tasks whose start()
+    # takes 1 s each would keep the last one waiting 3 s.
+    rig = await make_rig()
+    state = probe("slow-start")
+    state.task_count = 4
+    state.task_start_delay_s = {i: 1.0 for i in range(4)}
+    started = asyncio.get_running_loop().time()
+    await create_connector(rig, "slow-start", tasks_max=4)
+    await eventually(lambda: all(task_state(rig, "slow-start", i) == State.RUNNING for i in range(4)),
+                     what="four tasks RUNNING")
+    elapsed = asyncio.get_running_loop().time() - started
+    assert state.task_starts == Counter({0: 1, 1: 1, 2: 1, 3: 1})
+    assert 0.9 <= elapsed < 2.5, f"four tasks that take 1 s each to start took {elapsed:.2f}s to run"
+
+    # Changed task configs (each says "of": 5 now; tasks.max keeps four) restart the tasks side by side too.
+    state.task_count = 5
+    started = asyncio.get_running_loop().time()
+    await rig.herder.restart_connector("slow-start")
+    await rig.settle()
+    await eventually(lambda: state.task_starts == Counter({0: 2, 1: 2, 2: 2, 3: 2})
+                     and all(task_state(rig, "slow-start", i) == State.RUNNING for i in range(4)),
+                     what="four tasks restarted with their new configs")
+    elapsed = asyncio.get_running_loop().time() - started
+    assert elapsed < 2.5, f"restarting four tasks that take 1 s each to start took {elapsed:.2f}s"
 
 
 # -- 3. failures and automatic restarts ------------------------------------------------------
