@@ -74,6 +74,21 @@ def _copy(value: Mapping[str, Any]) -> dict[str, Any]:
     return copied
 
 
+#: (connector, partition) pairs whose two key encodings a store keeps (see KafkaOffsetStore._keys)
+_KEY_CACHE_LIMIT = 100_000
+
+
+def _cache_key(connector: str, partition: Mapping[str, Any]) -> tuple | None:
+    """A dict key telling (connector, partition) apart exactly, key order included; None if the
+    partition holds anything but strings and ints (1, 1.0 and True are equal as dict keys but
+    not as JSON)."""
+    items = tuple(partition.items())
+    for key, value in items:
+        if type(key) is not str or (type(value) is not str and type(value) is not int):
+            return None
+    return connector, items
+
+
 class KafkaOffsetStore(LogBackedStore, OffsetStore):
     """Offsets kept in a compacted topic and mirrored in memory (distributed mode)."""
 
@@ -85,6 +100,9 @@ class KafkaOffsetStore(LogBackedStore, OffsetStore):
         self._written_at: dict[str, tuple[int, int]] = {}
         #: positions ``put`` applied before the tail read them: the tail skips them undecoded
         self._put_ahead: set[tuple[int, int]] = set()
+        #: (connector, partition items) -> (record key bytes, partition_key): a flush writes the same
+        #: partitions every time, and each costs two JSON encodings otherwise
+        self._key_cache: dict[tuple, tuple[bytes, str]] = {}
         self.log = KafkaBasedLog(topic, client_props, self._on_record, partitions=partitions,
                                  replication_factor=replication_factor, topic_config=topic_config,
                                  read_committed=read_committed)
@@ -115,11 +133,25 @@ class KafkaOffsetStore(LogBackedStore, OffsetStore):
         batch = [(_copy(partition), None if offset is None else _copy(offset)) for partition, offset in offsets]
         if not batch:
             return
-        written = await self.log.send_batch([(offset_key(connector, p), offset_value(o)) for p, o in batch])
-        for (partition, offset), metadata in zip(batch, written):
+        keys = [self._keys(connector, p) for p, _ in batch]
+        written = await self.log.send_batch([(record_key, offset_value(o))
+                                             for (record_key, _), (_, o) in zip(keys, batch)])
+        for (partition, offset), (_, key), metadata in zip(batch, keys, written):
             at = (metadata.partition, metadata.offset)
-            if self._apply(connector, partition, offset, at):
+            if self._apply(connector, partition, offset, at, key):
                 self._put_ahead.add(at)
+
+    def _keys(self, connector: str, partition: Partition) -> tuple[bytes, str]:
+        """The record key (:func:`offset_key`) and the map key (``partition_key``) of a partition."""
+        cache_key = _cache_key(connector, partition)
+        if cache_key is None:
+            return offset_key(connector, partition), partition_key(connector, partition)
+        keys = self._key_cache.get(cache_key)
+        if keys is None:
+            if len(self._key_cache) >= _KEY_CACHE_LIMIT:
+                self._key_cache.clear()
+            keys = self._key_cache[cache_key] = (offset_key(connector, partition), partition_key(connector, partition))
+        return keys
 
     async def all(self, connector):
         await self.log.read_to_end()
@@ -149,14 +181,16 @@ class KafkaOffsetStore(LogBackedStore, OffsetStore):
             return
         self._apply(key[0], key[1], value, (record.partition, record.offset))
 
-    def _apply(self, connector: str, partition: Partition, offset: Offset | None, at: tuple[int, int]) -> bool:
+    def _apply(self, connector: str, partition: Partition, offset: Offset | None, at: tuple[int, int],
+               key: str | None = None) -> bool:
         """Apply a value written at (topic partition, offset), unless a later write of the key was applied.
 
         ``put`` and the tail both apply each record (whichever comes first); comparing positions
         keeps a slow ``put`` from overwriting a newer value the tail already read. Returns whether
-        this call applied it.
+        this call applied it. ``key`` is ``partition_key(connector, partition)`` when the caller has it.
         """
-        key = partition_key(connector, partition)
+        if key is None:
+            key = partition_key(connector, partition)
         previous = self._written_at.get(key)
         if previous is not None and previous[0] == at[0] and previous[1] >= at[1]:
             return False

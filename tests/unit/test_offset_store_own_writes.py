@@ -37,9 +37,9 @@ def _store() -> tuple[KafkaOffsetStore, _Log, list]:
     applied = []
     apply = store._apply
 
-    def recording_apply(connector, partition, offset, at):
+    def recording_apply(connector, partition, offset, at, key=None):
         applied.append((partition["partition"], offset, at))
-        return apply(connector, partition, offset, at)
+        return apply(connector, partition, offset, at, key)
 
     store._apply = recording_apply
     return store, store.log, applied
@@ -80,3 +80,25 @@ def test_a_record_the_tail_read_first_is_not_remembered_and_a_later_foreign_one_
     assert not store._put_ahead  # nothing for the tail to skip later: no leak
     store._on_record(_foreign(1, 0, 9))  # another worker's later write is decoded and applied
     assert asyncio.run(store.get("src", [part])) == [{"offset": 9}]
+
+
+def test_kept_keys_are_the_encodings_key_order_and_value_types_included():
+    store, log, _ = _store()
+    ordered = {"cluster": "A", "partition": 1, "topic": "t"}
+    reordered = {"topic": "t", "partition": 1, "cluster": "A"}
+    as_bool = {"cluster": "A", "partition": True, "topic": "t"}
+    as_float = {"cluster": "A", "partition": 1.0, "topic": "t"}
+    nested = {"cluster": "A", "partition": [1], "topic": "t"}
+    for _ in range(2):  # the second round is answered from the kept keys
+        for partition in (ordered, reordered, as_bool, as_float, nested):
+            asyncio.run(store.put("src", [(partition, {"offset": 1})]))
+    keys = [record.key for record in log.written]
+    assert keys[:5] == keys[5:]
+    assert keys[:5] == [b'["src",{"cluster":"A","partition":1,"topic":"t"}]',
+                        b'["src",{"topic":"t","partition":1,"cluster":"A"}]',
+                        b'["src",{"cluster":"A","partition":true,"topic":"t"}]',
+                        b'["src",{"cluster":"A","partition":1.0,"topic":"t"}]',
+                        b'["src",{"cluster":"A","partition":[1],"topic":"t"}]']
+    # one entry in memory for a partition whatever its key order
+    assert asyncio.run(store.get("src", [reordered, as_bool, as_float])) == [{"offset": 1}] * 3
+    assert len(store._data) == 4
