@@ -13,8 +13,11 @@ the target) is treated the same way: the records on both sides of it are synced 
 runs end and start at transaction boundaries instead of breaking across them.
 
 Sending: due syncs wait in a per-partition queue and :meth:`run` (the task's background sender)
-sends them, at most ``MAX_OUTSTANDING`` (10, as MM2) in flight, partitions taking turns, and a
-finished send sends the next. While a sync waits, a newer one of its partition replaces it, as
+sends them, at most ``MAX_OUTSTANDING`` in flight, partitions taking turns, and a finished send
+sends the next. MM2 allows 10: the producer then carries at most 10 syncs per request, and the
+first commit after copying thousands of partitions (every partition's last position is due
+then) took hundreds of produce requests, and as many fetches by each checkpoint task reading
+them. Beyond MM2, 1,000 go out together. While a sync waits, a newer one of its partition replaces it, as
 MM2 coalesces, but only if the waiting one is due to ``offset.lag.max`` or a commit alone: a sync
 due to a skip, a rewind or a first record is one the exact-translation chain needs (see
 :mod:`~mirrorline.connectors.mirror_client.offset_sync_runs`) and stays queued. So the newest sync
@@ -50,7 +53,8 @@ from mirrorline.connectors.mirror_client.offset_sync_runs import chain_headers
 
 log = logging.getLogger(__name__)
 
-MAX_OUTSTANDING = 10
+#: Syncs handed to the producer and not acknowledged yet, at most (MM2: 10; see the module docstring).
+MAX_OUTSTANDING = 1000
 #: Syncs waiting over all partitions before each partition keeps only its newest (the chain breaks there).
 MAX_QUEUED = 10_000
 

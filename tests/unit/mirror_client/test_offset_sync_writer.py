@@ -11,7 +11,8 @@ import pytest
 
 from mirrorline.connectors.mirror_client.formats import OffsetSync
 from mirrorline.connectors.mirror_client.offset_sync_runs import chain_of
-from mirrorline.connectors.source_mirror.offset_syncs import MAX_OUTSTANDING, OffsetSyncWriter
+from mirrorline.connectors.source_mirror import offset_syncs
+from mirrorline.connectors.source_mirror.offset_syncs import OffsetSyncWriter
 
 TOPIC = "mm2-offset-syncs.B.internal"
 
@@ -96,9 +97,12 @@ async def test_delayed_sync_is_sent_on_commit_and_partitions_are_independent():
     assert len(producer.sent) == 4  # nothing new to sync
 
 
-async def test_a_finished_send_sends_the_next_and_the_newest_sync_of_every_partition_goes_out():
+async def test_a_finished_send_sends_the_next_and_the_newest_sync_of_every_partition_goes_out(monkeypatch):
     """A burst with offset.lag.max = 0 over more partitions than send slots, acknowledged slowly: at
-    most 10 in flight, no further record or commit needed, and each partition's last sync written."""
+    most MAX_OUTSTANDING in flight (10 here), no further record or commit needed, and each
+    partition's last sync written."""
+    monkeypatch.setattr(offset_syncs, "MAX_OUTSTANDING", 10)
+    MAX_OUTSTANDING = offset_syncs.MAX_OUTSTANDING
     producer = RecordingProducer(complete=False)
     writer = OffsetSyncWriter(producer, TOPIC, max_lag=0)
     sender = asyncio.create_task(writer.run())
@@ -145,8 +149,6 @@ async def test_coalescing_keeps_the_syncs_the_exact_chain_needs():
 
 
 async def test_past_max_queued_each_partition_keeps_its_newest_and_a_dropped_needed_sync_leaves_a_hole(monkeypatch):
-    from mirrorline.connectors.source_mirror import offset_syncs
-
     monkeypatch.setattr(offset_syncs, "MAX_QUEUED", 4)
     producer = RecordingProducer()
     writer = OffsetSyncWriter(producer, TOPIC, max_lag=0)
@@ -159,7 +161,37 @@ async def test_past_max_queued_each_partition_keeps_its_newest_and_a_dropped_nee
     assert [c.sequence for c in producer.chains()] == [1, 1, 2]  # number 0 skipped: the chain broke there
 
 
-async def test_close_sends_everything_due_and_the_latest_positions_past_the_cap_and_waits_for_them():
+async def test_the_first_commit_after_a_copy_sends_its_syncs_a_thousand_at_a_time():
+    """Every copied partition's last position is due at the first commit: they go to the producer
+    MAX_OUTSTANDING (1,000; MM2: 10) at a time, so it can carry them in a few requests."""
+    assert offset_syncs.MAX_OUTSTANDING == 1000
+    producer = RecordingProducer(complete=False)
+    writer = OffsetSyncWriter(producer, TOPIC, max_lag=100)
+    partitions = 2500
+    for partition in range(partitions):
+        for offset in range(100):  # the first record is synced at once, the last is delayed
+            writer.record("orders", partition, offset, offset)
+    await writer.fire_pending()
+    assert len(producer.sent) == 1000
+    producer.acknowledge()
+    await asyncio.sleep(0)  # the acknowledgements' callbacks free the slots
+    await writer.fire_pending()
+    assert len(producer.sent) == 2000
+    writer.promote_delayed()  # the commit
+    for _ in range(6):
+        producer.acknowledge()
+        await asyncio.sleep(0)
+        await writer.fire_pending()
+    assert producer.max_in_flight == 1000
+    last = {}
+    for sync in producer.sent:
+        last[sync.partition] = sync.upstream_offset
+    assert len(producer.sent) == 2 * partitions and last == {p: 99 for p in range(partitions)}
+
+
+async def test_close_sends_everything_due_and_the_latest_positions_past_the_cap_and_waits_for_them(monkeypatch):
+    monkeypatch.setattr(offset_syncs, "MAX_OUTSTANDING", 10)
+    MAX_OUTSTANDING = offset_syncs.MAX_OUTSTANDING
     producer = RecordingProducer(complete=False)
     writer = OffsetSyncWriter(producer, TOPIC, max_lag=100)
     for partition in range(MAX_OUTSTANDING * 2):
