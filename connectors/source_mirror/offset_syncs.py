@@ -17,8 +17,8 @@ sends them, at most ``MAX_OUTSTANDING`` in flight, partitions taking turns, and 
 sends the next. MM2 allows 10: the producer then carries at most 10 syncs per request, and the
 first commit after copying thousands of partitions (every partition's last position is due
 then) took hundreds of produce requests, and as many fetches by each checkpoint task reading
-them. Beyond MM2, 1,000 go out together. While a sync waits, a newer one of its partition replaces it, as
-MM2 coalesces, but only if the waiting one is due to ``offset.lag.max`` or a commit alone: a sync
+them. Beyond MM2, 1,000 go out together. While a sync waits, a newer one of its partition
+replaces it, as MM2 coalesces, but only if the waiting one is due to ``offset.lag.max`` or a commit alone: a sync
 due to a skip, a rewind or a first record is one the exact-translation chain needs (see
 :mod:`~mirrorline.connectors.mirror_client.offset_sync_runs`) and stays queued. So the newest sync
 of every partition goes out as soon as a slot frees, whatever the burst, and with

@@ -476,8 +476,8 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         # Tasks still assigned here but not running (stopped by a STOPPED state whose empty task
         # configs were never written, e.g. the leader died between its two writes) start again.
         if self._assignment is not None:
-            idle = [ConnectorTaskId(connector, task) for connector, task in self._assignment.tasks if connector == name]
-            await self._start_side_by_side(self._start_task_here(t) for t in idle
+            assigned = [ConnectorTaskId(c, task) for c, task in self._assignment.tasks if c == name]
+            await self._start_side_by_side(self._start_task_here(t) for t in assigned
                                            if t not in self.worker.tasks and self._should_restart_task(t))
 
     # -- callbacks from connectors and tasks running here ----------------------------------

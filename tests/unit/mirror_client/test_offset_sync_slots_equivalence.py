@@ -9,7 +9,15 @@ import pytest
 
 from mirrorline.connectors.mirror_client.formats import OffsetSync
 from mirrorline.connectors.mirror_client.offset_sync_store import (
-    SYNCS_PER_PARTITION, OffsetSyncStore, _int64, _invariant_b, _invariant_c)
+    SYNCS_PER_PARTITION, OffsetSyncStore, _int64, _invariant_c)
+
+
+def _invariant_b(i_sync: OffsetSync, j_sync: OffsetSync, i: int, j: int) -> bool:
+    """MM2's invariant B for ``i_sync`` at slot ``i`` and ``j_sync`` at slot ``j`` (``i < j``)."""
+    if i_sync is j_sync:
+        return True
+    bound = _int64(j_sync.upstream_offset + (1 << j) - (1 << i))
+    return bound < 0 or i_sync.upstream_offset <= bound
 
 
 def reference_updated(original: list[OffsetSync], sync: OffsetSync) -> list[OffsetSync]:
