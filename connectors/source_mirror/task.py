@@ -75,9 +75,14 @@ IDLE_FETCH_WAIT_MS = 5000
 #: The source consumer's default fetch.max.bytes (Kafka's: 50 MiB). It bounds one fetch answer and, in
 #: mirrorline's fetch plan, the bytes fetched ahead of poll; a task holds about twice it (fetched ahead,
 #: and the poll being written) besides its producer's buffer.memory. At 8,000 partitions 50 MiB made
-#: most of a worker's peak RSS; 16 MiB is still more than one answer carries at 12 busy partitions
-#: (max.partition.fetch.bytes, 1 MiB each), so it does not slow a task whose partitions have records.
-FETCH_MAX_BYTES = 16 * 1024 * 1024
+#: most of a worker's peak RSS, and 16 MiB still most of what was left (docs/performance.md); 8 MiB
+#: is eight partitions' worth of max.partition.fetch.bytes (1 MiB each) per answer, and as the next
+#: answer is fetched while the last poll is written, a task with few busy partitions copies as fast.
+FETCH_MAX_BYTES = 8 * 1024 * 1024
+#: The producer's buffer.memory a MirrorSource task asks the runtime for (Kafka's: 32 MiB): the bytes
+#: handed over and not yet acknowledged. Half of Kafka's default is still many round trips of the
+#: largest produce requests (max.request.size, 1 MiB) on every lane.
+PRODUCER_BUFFER_MEMORY = 16 * 1024 * 1024
 #: How long a failing poll() waits for the consumer's position of each affected partition (normally
 #: known at once) to name it in the error.
 POSITION_WAIT_S = 2.0
@@ -173,7 +178,7 @@ class MirrorSourceTask(SourceTask):
         # fetch.max.wait.ms 5000 unless the user says otherwise (beyond MM2, whose consumer waits 500 ms):
         # the broker answers a fetch as soon as any partition of the task's fetch session has records,
         # so the wait only bounds how often an idle task asks again, at no cost in latency
-        # fetch.max.bytes 16 MiB unless the user says otherwise (MM2's consumer: Kafka's 50 MiB): what a
+        # fetch.max.bytes 8 MiB unless the user says otherwise (MM2's consumer: Kafka's 50 MiB): what a
         # task holds in memory scales with it (FETCH_MAX_BYTES)
         consumer_props = {"client.id": f"{flow}|replication-consumer", "isolation.level": "read_committed",
                           "fetch.max.wait.ms": str(IDLE_FETCH_WAIT_MS), "fetch.max.bytes": str(FETCH_MAX_BYTES),

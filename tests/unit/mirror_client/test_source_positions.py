@@ -599,12 +599,12 @@ async def test_a_sign_is_checked_only_when_records_of_the_topic_come(monkeypatch
     assert len(await task.poll()) == 1 and consumer.id_requests == [{topic}]
 
 
-async def test_source_consumer_fetches_16_mib_at_a_time_unless_the_user_says_otherwise(monkeypatch):
-    """fetch.max.bytes sets what a task holds (fetched ahead, and the poll being written): 16 MiB by
+async def test_source_consumer_fetches_8_mib_at_a_time_unless_the_user_says_otherwise(monkeypatch):
+    """fetch.max.bytes sets what a task holds (fetched ahead, and the poll being written): 8 MiB by
     default, not Kafka's 50 MiB (docs/performance.md, "Memory: every buffer has a byte limit")."""
     topic = "unit-fetch-max-bytes"
     _, consumer, _ = await started_task(monkeypatch, topic, [0], stored={0: 0}, bounds={0: (0, 0)})
-    assert consumer.kwargs["fetch_max_bytes"] == 16 * 1024 * 1024
+    assert consumer.kwargs["fetch_max_bytes"] == 8 * 1024 * 1024
     assert consumer.kwargs["fetch_max_wait_ms"] == 5000 and consumer.kwargs["isolation_level"] == "read_committed"
     _, consumer, _ = await started_task(monkeypatch, topic, [0], stored={0: 0}, bounds={0: (0, 0)},
                                         **{"source.consumer.fetch.max.bytes": "52428800"})
