@@ -49,7 +49,7 @@ from mirrorline.connectors.source_mirror.config import (BACKFILL_SPARK_CONF_PREF
                                                         RECONCILE_SPARK_CONF_PREFIX, SOURCE_CONFIG_DEF,
                                                         TASK_ASSIGNED_PARTITIONS, TASK_INDEX)
 from mirrorline.connectors.source_mirror.spark_jobs import HistoryHandoff, ScheduledReconcile, prefixed
-from mirrorline.connectors.source_mirror.task import PRODUCER_BUFFER_MEMORY, MirrorSourceTask
+from mirrorline.connectors.source_mirror.task import MirrorSourceTask
 from mirrorline.connectors.source_mirror.topics import (
     ConfigFilter,
     TopicSelection,
@@ -103,8 +103,6 @@ class MirrorSourceConnector(SourceConnector):
     aliases = ("org.apache.kafka.connect.mirror.MirrorSourceConnector",)
     # remote topics get their source's partition count, the offset-syncs topic its own settings: never a broker's
     creates_own_topics = True
-    # half Kafka's buffer.memory unless the user sets it (beyond MM2: docs/performance.md, "Memory")
-    producer_defaults = {"buffer.memory": str(PRODUCER_BUFFER_MEMORY)}
 
     def version(self) -> str:
         return VERSION

@@ -75,14 +75,10 @@ IDLE_FETCH_WAIT_MS = 5000
 #: The source consumer's default fetch.max.bytes (Kafka's: 50 MiB). It bounds one fetch answer and, in
 #: mirrorline's fetch plan, the bytes fetched ahead of poll; a task holds about twice it (fetched ahead,
 #: and the poll being written) besides its producer's buffer.memory. At 8,000 partitions 50 MiB made
-#: most of a worker's peak RSS, and 16 MiB still most of what was left (docs/performance.md); 8 MiB
-#: is eight partitions' worth of max.partition.fetch.bytes (1 MiB each) per answer, and as the next
+#: most of a worker's peak RSS, and 16 MiB still a fifth of it (docs/performance.md); 8 MiB is
+#: eight partitions' worth of max.partition.fetch.bytes (1 MiB each) per answer, and as the next
 #: answer is fetched while the last poll is written, a task with few busy partitions copies as fast.
 FETCH_MAX_BYTES = 8 * 1024 * 1024
-#: The producer's buffer.memory a MirrorSource task asks the runtime for (Kafka's: 32 MiB): the bytes
-#: handed over and not yet acknowledged. Half of Kafka's default is still many round trips of the
-#: largest produce requests (max.request.size, 1 MiB) on every lane.
-PRODUCER_BUFFER_MEMORY = 16 * 1024 * 1024
 #: How long a failing poll() waits for the consumer's position of each affected partition (normally
 #: known at once) to name it in the error.
 POSITION_WAIT_S = 2.0

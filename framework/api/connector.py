@@ -121,11 +121,6 @@ class SourceConnector(Connector):
     #: settings (the worker then creates missing topics with them), the producer lets the broker's
     #: ``auto.create.topics.enable`` decide, as Kafka Connect's producer does.
     creates_own_topics: ClassVar[bool] = False
-    #: Producer settings (Java names) the runtime gives this connector's tasks' producer unless the
-    #: worker (``producer.*``) or the connector (``producer.override.*``) sets them: a connector that
-    #: knows its records' shape may ask for a smaller ``buffer.memory``, say. Empty by default: Kafka's
-    #: own defaults, as Kafka Connect's producer has.
-    producer_defaults: ClassVar[Mapping[str, str]] = {}
 
     def exactly_once_support(self, config: Mapping[str, Any]) -> ExactlyOnceSupport | None:
         """Whether this connector's tasks give exactly-once delivery with ``config`` (raw settings).

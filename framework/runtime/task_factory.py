@@ -131,10 +131,7 @@ class TaskFactory:
     async def _source(self, task_id: ConnectorTaskId, task: Any, task_config: dict[str, str], connector_class: type,
                       connector_settings: Config, transforms: TransformChain | None) -> WorkerSourceTask:
         converters = source_converters(connector_settings, self.worker_config, self.plugins)  # None: ByteArray
-        # the connector's own producer defaults first: the worker's producer.* and the connector's
-        # producer.override.* win over them
-        producer_props = {**getattr(connector_class, "producer_defaults", {}),
-                          **client_props("producer", self.worker_config, connector_settings, self._client_id(task_id))}
+        producer_props = client_props("producer", self.worker_config, connector_settings, self._client_id(task_id))
         delivery_ms = delivery_timeout_ms(producer_props.pop("delivery.timeout.ms", None))
         creation = TopicCreation.from_config(connector_settings.originals, self.worker_config["topic.creation.enable"])
         kwargs, ignored = client_kwargs(producer_props, "producer")

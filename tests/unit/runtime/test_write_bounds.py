@@ -227,34 +227,6 @@ async def test_the_worker_decides_whether_a_tasks_producer_may_have_topics_auto_
         await rig.stop()
 
 
-class SmallBufferSource(PlainSource):
-    """A source connector that asks for a smaller producer buffer, as MirrorSource does."""
-
-    producer_defaults = {"buffer.memory": "1048576", "linger.ms": "7"}
-
-
-@pytest.mark.parametrize(("connector", "worker", "settings", "expected"), [
-    (PlainSource, {}, {}, {"buffer_memory": None, "linger_ms": 5}),  # Kafka's buffer.memory, the runtime's linger
-    (SmallBufferSource, {}, {}, {"buffer_memory": 1048576, "linger_ms": 7}),
-    (SmallBufferSource, {"producer.buffer.memory": "2097152"}, {}, {"buffer_memory": 2097152, "linger_ms": 7}),
-    (SmallBufferSource, {"producer.buffer.memory": "2097152"}, {"producer.override.buffer.memory": "4194304"},
-     {"buffer_memory": 4194304, "linger_ms": 7}),
-])
-async def test_a_connectors_producer_defaults_give_way_to_the_worker_and_the_connector(monkeypatch, connector, worker,
-                                                                                       settings, expected):
-    producer = patch_record_producer(monkeypatch)
-    rig = await start_distributed_herder(registry_of(connector), {"restart.on.failure.enable": "false", **worker})
-    try:
-        await rig.rebalance()
-        await rig.herder.put_connector_config("c", {"connector.class": connector.__name__, **settings},
-                                              allow_replace=False)
-        await rig.rebalance_until_stable()
-        (instance,) = await eventually(lambda: producer.instances, what="a task producer")
-        assert {key: instance.kwargs.get(key) for key in expected} == expected
-    finally:
-        await rig.stop()
-
-
 async def test_a_bad_delivery_timeout_fails_the_task_naming_the_setting(monkeypatch):
     patch_record_producer(monkeypatch)
     rig = await start_distributed_herder(registry_of(PlainSource), {"restart.on.failure.enable": "false"})
