@@ -28,7 +28,7 @@ from typing import IO, Any
 
 from mirrorline.api.errors import ConnectError
 from mirrorline.api.jobs import Progress, SourceOffsets
-from mirrorline.boot import gc_tuning
+from mirrorline.boot import gc_tuning, heap_trim
 from mirrorline.clients import process_patches
 from mirrorline.clients.runtime_clients import KAFKA_CLIENTS
 from mirrorline.plugins import PluginRegistry
@@ -219,7 +219,8 @@ def main() -> int:
     spec = json.loads(line)
     channel = Channel(protocol)
     loop = asyncio.new_event_loop()
-    loop.run_until_complete(run(spec, channel))
+    with heap_trim.trimming():
+        loop.run_until_complete(run(spec, channel))
     # not asyncio.run: it would wait for threads still blocked in Spark after a cancel. The outcome is sent.
     protocol.flush()
     os._exit(0)

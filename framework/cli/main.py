@@ -13,7 +13,7 @@ import sys
 import traceback
 
 from mirrorline import __version__
-from mirrorline.boot import gc_tuning
+from mirrorline.boot import gc_tuning, heap_trim
 from mirrorline.clients import process_patches
 from mirrorline.cli import distributed, jobs, local_kafka, plugin_new, plugins, standalone
 
@@ -123,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     process_patches.install()  # before any Kafka client exists in this process
     try:
         gc_tuning.tune()  # a malformed MIRRORLINE_GC_THRESHOLDS is a one-line error
-        return int(args.func(args) or 0)
+        with heap_trim.trimming():  # as is a malformed MIRRORLINE_HEAP_TRIM_INTERVAL_MS
+            return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
     except user_error_types() as exc:
