@@ -11,10 +11,11 @@ held over 100 MiB free while under 40 MiB were in use.
 :class:`HeapTrimmer` is a daemon thread that, every ``interval``, asks glibc how much of its heap
 is free (``mallinfo2``) and, when that grew by more than :data:`THRESHOLD_BYTES` since the last
 trim left it, calls ``malloc_trim(0)``, which hands every whole free page back
-(``madvise(MADV_DONTNEED)``); the pages come back from the kernel when used again. It never runs on the event loop. On a C library without ``mallinfo2`` (musl, glibc
-before 2.33) it does nothing and says so at DEBUG. ``MIRRORLINE_HEAP_TRIM_INTERVAL_MS`` sets the
-interval (default :data:`INTERVAL_MS`); ``0`` turns it off; anything else but a whole number
-stops the command with a one-line error.
+(``madvise(MADV_DONTNEED)``); the pages come back from the kernel when used again. It never runs
+on the event loop. On a C library without ``mallinfo2`` (musl, glibc before 2.33) it does nothing
+and says so at DEBUG. ``MIRRORLINE_HEAP_TRIM_INTERVAL_MS`` sets the interval (default
+:data:`INTERVAL_MS`); ``0`` turns it off; anything else but a whole number stops the command with
+a one-line error.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from mirrorline.api.errors import ConfigError
 
 #: How often the heap is looked at, in milliseconds
 INTERVAL_MS = 2000
-#: Free bytes in the heap above which it is trimmed
+#: Bytes that must have become free since the last trim before the heap is trimmed again
 THRESHOLD_BYTES = 16 * 1024 * 1024
 ENVIRONMENT_VARIABLE = "MIRRORLINE_HEAP_TRIM_INTERVAL_MS"
 
