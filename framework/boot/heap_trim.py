@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import logging
 import os
 import threading
@@ -62,11 +61,8 @@ def interval_from(environ: Mapping[str, str]) -> float:
 
 def load_libc():
     """glibc with ``mallinfo2`` and ``malloc_trim`` typed for ctypes, or None where they are missing."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
     try:
-        libc = ctypes.CDLL(name)
+        libc = ctypes.CDLL(None)  # the process's own symbols, libc's among them (find_library runs ldconfig)
         libc.mallinfo2.restype = _MallInfo2
         libc.malloc_trim.argtypes = [ctypes.c_size_t]
         libc.malloc_trim.restype = ctypes.c_int
