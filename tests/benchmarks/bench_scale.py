@@ -467,12 +467,20 @@ def run_engine(engine: str, alias: str, a: str, b: str, ports: dict[str, int], d
     return result
 
 
-def drop_copies(b: str, alias: str) -> None:
-    """Delete a finished run's remote topics on B. Two engines' copies of 8,000 partitions took B past
-    this machine's 20,000 open files (each partition keeps its log and index files open) and it
-    stopped accepting connections; each run starts from the same B anyway (a fresh alias)."""
+def drop_copies(b: str, alias: str, b_data: Path, timeout: float = 180.0) -> None:
+    """Delete a finished run's remote topics on B and wait until B has let go of their files.
+
+    Two engines' copies of 8,000 partitions took B past this machine's 20,000 open files (each
+    partition keeps its log and index files open) and it stopped accepting connections; each run
+    starts from the same B anyway (a fresh alias). A deleted partition's directory is renamed
+    ``*-delete`` and keeps its files open until ``file.delete.delay.ms`` (60 s) has passed, so the
+    next engine starts only once those directories are gone."""
     dropped = scale_kit.delete_topics_with_prefix(b, f"{alias}.")
-    log(f"    deleted {alias}'s {dropped} topics on B")
+    deadline = time.monotonic() + timeout
+    while (pending := sum(1 for _ in b_data.glob("*-delete"))) and time.monotonic() < deadline:
+        time.sleep(2)
+    left = f"; {pending} deleted partitions still on disk after {timeout:.0f} s" if pending else ""
+    log(f"    deleted {alias}'s {dropped} topics on B{left}")
 
 
 def build_env(engine: str, args) -> dict[str, str] | None:
@@ -789,12 +797,12 @@ def main(argv: list[str] | None = None) -> int:
                             run = run_engine(engine, alias, a, b, ports, data, groups, args, phases, trickle, tmp)
                             run.round = round_number
                             runs.append(run)
-                            drop_copies(b, alias)
+                            drop_copies(b, alias, clusters[1].data_dir)
                 if "recovery" in phases:
                     for engine in engines:
                         count += 1
                         seconds = recovery(engine, f"S{count}", a, b, data, args, tmp)
-                        drop_copies(b, f"S{count}")
+                        drop_copies(b, f"S{count}", clusters[1].data_dir)
                         log(f"[{size.name}] {engine} distributed, 3 workers: tasks RUNNING again {seconds:.1f} s "
                             f"after SIGKILL of one")
                         for run in runs:
