@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -59,6 +60,31 @@ def test_fragments_a_trim_cannot_give_back_do_not_make_it_trim_again():
         assert trimmer.check_once() is False  # still 30 MiB free, none of it to give back
     libc.free = (30 << 20) + heap_trim.THRESHOLD_BYTES + 1  # a new burst freed more
     assert trimmer.check_once() is True and libc.trimmed == 2
+
+
+def test_a_busy_process_is_not_trimmed_until_it_is_quiet():
+    libc = FakeLibc(free=200 << 20)
+    trimmer = heap_trim.HeapTrimmer(1.0, libc)
+    busy = heap_trim.QUIET_CPU_FRACTION
+    assert trimmer.check_once(cpu_fraction=busy) is False  # mid-burst: the trim would stall allocations
+    assert trimmer.check_once(cpu_fraction=1.7) is False  # several threads busy
+    assert libc.trimmed == 0 and trimmer.skipped_busy == 2
+    assert trimmer.check_once(cpu_fraction=busy / 2) is True and libc.trimmed == 1
+
+
+def test_the_thread_measures_the_process_cpu_and_waits_for_quiet(monkeypatch):
+    libc = FakeLibc(free=64 << 20)
+    monkeypatch.setattr(heap_trim, "load_libc", lambda: libc)
+    with heap_trim.trimming({"MIRRORLINE_HEAP_TRIM_INTERVAL_MS": "20"}) as trimmer:
+        spin_until = time.monotonic() + 0.4
+        while time.monotonic() < spin_until:  # a whole core busy
+            pass
+        assert libc.trimmed == 0 and trimmer.skipped_busy >= 5
+        for _ in range(200):
+            if libc.trimmed:
+                break
+            threading.Event().wait(0.01)
+        assert libc.trimmed == 1
 
 
 def test_the_thread_runs_while_the_block_runs_and_is_gone_after(monkeypatch):
