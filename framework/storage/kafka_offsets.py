@@ -16,6 +16,12 @@ updates the map. Kafka gives no atomicity across records without transactions, s
 put may leave part of its batch written; each record is still a complete, valid offset for
 its partition, which is what resumption needs (Connect has the same property).
 
+The tail reads this worker's own writes back too. It does not decode them: a record ``put``
+already applied is passed over by its position, and one the tail reaches while ``put`` still
+waits for acknowledgements (most of a flush of thousands of partitions) is matched by its key and
+value bytes to the objects ``put`` encoded. Only records written elsewhere, or bytes that differ,
+are decoded.
+
 Exactly-once source tasks (:mod:`mirrorline.runtime.exactly_once_task`) write the same records
 with :func:`offset_key` / :func:`offset_value` through their own transactional producer, in the
 transaction of the records they describe; the store then reads with ``read_committed``.
@@ -29,7 +35,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from mirrorline.api.kafka import ConsumerRecord
 
@@ -89,6 +95,16 @@ def _cache_key(connector: str, partition: Mapping[str, Any]) -> tuple | None:
     return connector, items
 
 
+class _Writing(NamedTuple):
+    """One record a ``put`` is writing: its value bytes and the objects they encode."""
+
+    value: bytes | None
+    connector: str
+    partition: Partition
+    offset: Offset | None
+    key: str
+
+
 class KafkaOffsetStore(LogBackedStore, OffsetStore):
     """Offsets kept in a compacted topic and mirrored in memory (distributed mode)."""
 
@@ -100,6 +116,8 @@ class KafkaOffsetStore(LogBackedStore, OffsetStore):
         self._written_at: dict[str, tuple[int, int]] = {}
         #: positions ``put`` applied before the tail read them: the tail skips them undecoded
         self._put_ahead: set[tuple[int, int]] = set()
+        #: record key bytes -> what ``put`` is writing under it, until the tail or ``put`` applies it
+        self._in_flight: dict[bytes, _Writing] = {}
         #: (connector, partition items) -> (record key bytes, partition_key): a flush writes the same
         #: partitions every time, and each costs two JSON encodings otherwise
         self._key_cache: dict[tuple, tuple[bytes, str]] = {}
@@ -134,8 +152,20 @@ class KafkaOffsetStore(LogBackedStore, OffsetStore):
         if not batch:
             return
         keys = [self._keys(connector, p) for p, _ in batch]
-        written = await self.log.send_batch([(record_key, offset_value(o))
-                                             for (record_key, _), (_, o) in zip(keys, batch)])
+        records = [(record_key, offset_value(o)) for (record_key, _), (_, o) in zip(keys, batch)]
+        in_flight = self._in_flight
+        writing = [_Writing(value, connector, partition, offset, key)
+                   for (_, value), (partition, offset), (_, key) in zip(records, batch, keys)]
+        for (record_key, _), entry in zip(records, writing):
+            in_flight[record_key] = entry
+        try:
+            written = await self.log.send_batch(records)
+        finally:
+            # whatever the tail has not matched yet is applied below (or, on failure, decoded
+            # by the tail if it was written after all)
+            for (record_key, _), entry in zip(records, writing):
+                if in_flight.get(record_key) is entry:
+                    del in_flight[record_key]
         for (partition, offset), (_, key), metadata in zip(batch, keys, written):
             at = (metadata.partition, metadata.offset)
             if self._apply(connector, partition, offset, at, key):
@@ -163,6 +193,14 @@ class KafkaOffsetStore(LogBackedStore, OffsetStore):
             at = (record.partition, record.offset)
             if at in self._put_ahead:  # our own write, applied by put: decoding it would change nothing
                 self._put_ahead.discard(at)
+                return
+        if self._in_flight and record.key is not None:
+            entry = self._in_flight.get(record.key)
+            if entry is not None and entry.value == record.value:
+                # the bytes a running put is writing: its objects are what decoding would give
+                del self._in_flight[record.key]
+                self._apply(entry.connector, entry.partition, entry.offset, (record.partition, record.offset),
+                            entry.key)
                 return
         try:
             key = json.loads(record.key) if record.key is not None else None

@@ -142,6 +142,35 @@ async def test_own_offset_writes_and_another_writers_interleave_correctly(props,
     assert await theirs.get("src", parts[:3]) == [{"offset": 7}, {"offset": 2}, {"offset": 1}]
 
 
+async def test_a_large_flush_is_not_decoded_by_its_own_tail(props, unique_name, stores, monkeypatch):
+    """A flush of thousands of partitions meets its tail while put still waits for the broker's
+    acknowledgements; the tail matches those records by their bytes instead of decoding them,
+    and a second store (another worker) decodes and agrees with every one."""
+    import mirrorline.storage.kafka_offsets as kafka_offsets
+
+    topic = unique_name("offsets")
+    mine = await stores(KafkaOffsetStore(topic, props, partitions=5, replication_factor=1))
+    decoded = []
+    real_loads = json.loads
+
+    def counting_loads(raw, *args, **kwargs):
+        decoded.append(raw)
+        return real_loads(raw, *args, **kwargs)
+
+    monkeypatch.setattr(kafka_offsets.json, "loads", counting_loads)
+    parts = [{"cluster": "A", "partition": p % 8, "topic": f"t{p // 8}"} for p in range(4000)]
+    for round_number in (1, 2):
+        await mine.put("src", [(p, {"offset": round_number * 100 + i % 7}) for i, p in enumerate(parts)])
+    await mine.log.read_to_end()
+    assert decoded == []  # neither matched (tail during put) nor skipped (tail after put) records were decoded
+    assert not mine._in_flight and not mine._put_ahead
+    monkeypatch.setattr(kafka_offsets.json, "loads", real_loads)
+    theirs = await stores(KafkaOffsetStore(topic, props, partitions=5, replication_factor=1))
+    expected = [{"offset": 200 + i % 7} for i in range(len(parts))]
+    assert await mine.get("src", parts) == expected
+    assert await theirs.get("src", parts) == expected
+
+
 async def test_offset_tombstones_remove_partitions(props, unique_name, stores):
     topic = unique_name("offsets")
     store = await stores(KafkaOffsetStore(topic, props, partitions=3, replication_factor=1))

@@ -102,3 +102,71 @@ def test_kept_keys_are_the_encodings_key_order_and_value_types_included():
     # one entry in memory for a partition whatever its key order
     assert asyncio.run(store.get("src", [reordered, as_bool, as_float])) == [{"offset": 1}] * 3
     assert len(store._data) == 4
+
+
+def _tail_during_put(store: KafkaOffsetStore, log: _Log, fail_after: int | None = None):
+    """Make the log deliver each record to the tail as it is written, before put's acknowledgements
+    (as a flush of thousands of partitions meets its tail), failing after ``fail_after`` records."""
+    original = log.send_batch
+
+    async def tail_while_writing(records, partition=None):
+        records = list(records)
+        metadata = await original(records[:fail_after] if fail_after is not None else records, partition)
+        for record in log.written[-len(metadata):]:
+            store._on_record(record)
+        if fail_after is not None:
+            raise RuntimeError("broker went away")
+        return metadata
+
+    log.send_batch = tail_while_writing
+
+
+def test_the_tail_matches_a_running_puts_bytes_without_decoding(monkeypatch):
+    store, log, applied = _store()
+    _tail_during_put(store, log)
+    decoded = []
+    monkeypatch.setattr("mirrorline.storage.kafka_offsets.json.loads", lambda raw: decoded.append(raw))
+    parts = [{"cluster": "A", "partition": p, "topic": "t"} for p in range(3)]
+    asyncio.run(store.put("src", [(p, {"offset": 7}) for p in parts]))
+    assert decoded == []  # nothing of our own was decoded
+    assert [a[2] for a in applied] == [(0, 0), (0, 1), (0, 2), (0, 0), (0, 1), (0, 2)]  # tail's, then put's (refused)
+    assert not store._in_flight and not store._put_ahead
+    assert [store._data[k][2] for k in sorted(store._data)] == [{"offset": 7}] * 3
+
+
+def test_a_record_with_the_same_key_but_other_bytes_is_decoded_and_the_later_write_wins():
+    store, log, applied = _store()
+    part = {"cluster": "A", "partition": 0, "topic": "t"}
+    original = log.send_batch
+
+    async def foreign_then_ours(records, partition=None):
+        foreign = _foreign(len(log.written), 0, 9)
+        log.written.append(foreign)
+        store._on_record(foreign)  # another worker's write of the same partition, other bytes
+        metadata = await original(records, partition)
+        for record in log.written[-len(metadata):]:
+            store._on_record(record)
+        return metadata
+
+    log.send_batch = foreign_then_ours
+    asyncio.run(store.put("src", [(part, {"offset": 1})]))
+    assert asyncio.run(store.get("src", [part])) == [{"offset": 1}]  # ours came after the foreign one
+    assert [a[1] for a in applied[:2]] == [{"offset": 9}, {"offset": 1}]
+    assert not store._in_flight
+
+
+def test_a_failed_put_leaves_nothing_to_match_and_what_it_wrote_still_counts():
+    store, log, applied = _store()
+    _tail_during_put(store, log, fail_after=1)
+    parts = [{"cluster": "A", "partition": p, "topic": "t"} for p in range(3)]
+    try:
+        asyncio.run(store.put("src", [(p, {"offset": 3}) for p in parts]))
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("put did not fail")
+    assert not store._in_flight  # no entry waits for records that were never written
+    assert asyncio.run(store.get("src", parts)) == [{"offset": 3}, None, None]
+    # the unwritten partitions are written later by someone and decoded as usual
+    store._on_record(_foreign(len(log.written), 1, 4))
+    assert asyncio.run(store.get("src", parts[1:2])) == [{"offset": 4}]
