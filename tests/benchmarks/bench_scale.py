@@ -152,6 +152,8 @@ class Run:
     #: which pass over the engines this run belongs to (``--both-orders`` makes a second, reversed)
     round: int = 1
     note: str = ""
+    #: (seconds since the engine started, partitions whose history is complete on B), every ~10 s
+    copy_timeline: list[tuple[float, int]] = field(default_factory=list)
 
 
 # -- the data set --------------------------------------------------------------------------
@@ -288,6 +290,27 @@ def copied(b: str, alias: str, partitions: list[tuple[str, int]], at_least: int)
     return copied_count(b, alias, partitions, at_least) == len(partitions)
 
 
+class CopyProgress:
+    """The copy-phase predicate: whether every partition's history is on B, keeping a timeline of
+    how many are (logged every ``every_s``), which tells a slow start from a slow tail."""
+
+    def __init__(self, b: str, alias: str, data: DataSet, running: Engine, timeline: list, every_s: float = 10.0):
+        self.b, self.alias, self.data, self.running = b, alias, data, running
+        self.timeline, self.every_s = timeline, every_s
+        self.started = time.perf_counter()
+
+    def __call__(self) -> bool:
+        if self.running.peak_rss_kb() is None:
+            return False
+        done = copied_count(self.b, self.alias, self.data.partitions, self.data.history)
+        elapsed = time.perf_counter() - self.started
+        total = len(self.data.partitions)
+        if not self.timeline or elapsed - self.timeline[-1][0] >= self.every_s or done == total:
+            self.timeline.append((round(elapsed, 1), done))
+            log(f"      {elapsed:5.0f} s: {done:,} of {total:,} partitions copied")
+        return done == total
+
+
 def copied_count(b: str, alias: str, partitions: list[tuple[str, int]], at_least: int) -> int:
     """How many of ``partitions`` have at least ``at_least`` records in their remote copy on B."""
     wanted = [(remote(alias, t), p) for t, p in partitions]
@@ -361,7 +384,7 @@ def run_engine(engine: str, alias: str, a: str, b: str, ports: dict[str, int], d
         trickle.running.set()
         t0 = time.perf_counter()
         try:
-            wait_until(lambda: running.peak_rss_kb() is not None and copied(b, alias, data.partitions, data.history),
+            wait_until(CopyProgress(b, alias, data, running, result.copy_timeline),
                        args.timeout, 1.0, running, f"{engine}: history copied to B")
         except TimeoutError:
             # an engine that cannot copy this size (e.g. Java MM2 past 10,000 records of new topics
