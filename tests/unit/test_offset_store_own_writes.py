@@ -50,6 +50,26 @@ def _foreign(offset: int, partition: int, value: int) -> SimpleNamespace:
     return SimpleNamespace(topic="offsets", partition=0, offset=offset, key=key, value=b'{"offset":%d}' % value)
 
 
+def _tail_during_put(store: KafkaOffsetStore, log: _Log, fail_after: int | None = None, before=None) -> None:
+    """Make the log deliver each record to the tail as it is written, before put's acknowledgements
+    (as a flush of thousands of partitions meets its tail), failing after ``fail_after`` records;
+    ``before`` runs first (e.g. another worker's write landing ahead)."""
+    original = log.send_batch
+
+    async def tail_while_writing(records, partition=None):
+        if before is not None:
+            before()
+        records = list(records)
+        metadata = await original(records[:fail_after] if fail_after is not None else records, partition)
+        for record in log.written[-len(metadata):]:
+            store._on_record(record)
+        if fail_after is not None:
+            raise RuntimeError("broker went away")
+        return metadata
+
+    log.send_batch = tail_while_writing
+
+
 def test_the_tail_skips_records_put_applied_and_forgets_them():
     store, log, applied = _store()
     parts = [{"cluster": "A", "partition": p, "topic": "t"} for p in range(3)]
@@ -66,15 +86,7 @@ def test_a_record_the_tail_read_first_is_not_remembered_and_a_later_foreign_one_
     store, log, applied = _store()
     part = {"cluster": "A", "partition": 0, "topic": "t"}
     # the tail delivers the record before put's acknowledgement: put then applies nothing
-    original = log.send_batch
-
-    async def tail_first(records, partition=None):
-        metadata = await original(records, partition)
-        for record in log.written[-len(metadata):]:
-            store._on_record(record)
-        return metadata
-
-    log.send_batch = tail_first
+    _tail_during_put(store, log)
     asyncio.run(store.put("src", [(part, {"offset": 1})]))
     assert [a[2] for a in applied] == [(0, 0), (0, 0)]  # the tail's (applied), then put's (refused)
     assert not store._put_ahead  # nothing for the tail to skip later: no leak
@@ -104,23 +116,6 @@ def test_kept_keys_are_the_encodings_key_order_and_value_types_included():
     assert len(store._data) == 4
 
 
-def _tail_during_put(store: KafkaOffsetStore, log: _Log, fail_after: int | None = None):
-    """Make the log deliver each record to the tail as it is written, before put's acknowledgements
-    (as a flush of thousands of partitions meets its tail), failing after ``fail_after`` records."""
-    original = log.send_batch
-
-    async def tail_while_writing(records, partition=None):
-        records = list(records)
-        metadata = await original(records[:fail_after] if fail_after is not None else records, partition)
-        for record in log.written[-len(metadata):]:
-            store._on_record(record)
-        if fail_after is not None:
-            raise RuntimeError("broker went away")
-        return metadata
-
-    log.send_batch = tail_while_writing
-
-
 def test_the_tail_matches_a_running_puts_bytes_without_decoding(monkeypatch):
     store, log, applied = _store()
     _tail_during_put(store, log)
@@ -137,18 +132,13 @@ def test_the_tail_matches_a_running_puts_bytes_without_decoding(monkeypatch):
 def test_a_record_with_the_same_key_but_other_bytes_is_decoded_and_the_later_write_wins():
     store, log, applied = _store()
     part = {"cluster": "A", "partition": 0, "topic": "t"}
-    original = log.send_batch
 
-    async def foreign_then_ours(records, partition=None):
+    def foreign_first():
         foreign = _foreign(len(log.written), 0, 9)
         log.written.append(foreign)
         store._on_record(foreign)  # another worker's write of the same partition, other bytes
-        metadata = await original(records, partition)
-        for record in log.written[-len(metadata):]:
-            store._on_record(record)
-        return metadata
 
-    log.send_batch = foreign_then_ours
+    _tail_during_put(store, log, before=foreign_first)
     asyncio.run(store.put("src", [(part, {"offset": 1})]))
     assert asyncio.run(store.get("src", [part])) == [{"offset": 1}]  # ours came after the foreign one
     assert [a[1] for a in applied[:2]] == [{"offset": 9}, {"offset": 1}]
