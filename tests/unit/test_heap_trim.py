@@ -72,19 +72,41 @@ def test_a_busy_process_is_not_trimmed_until_it_is_quiet():
     assert trimmer.check_once(cpu_fraction=busy / 2) is True and libc.trimmed == 1
 
 
-def test_the_thread_measures_the_process_cpu_and_waits_for_quiet(monkeypatch):
+class _CpuClock:
+    """The process's CPU seconds as the test sets them: a whole core while ``busy``, none after."""
+
+    def __init__(self):
+        self.busy = True
+        self._cpu = 0.0
+        self._last = time.monotonic()
+
+    def __call__(self) -> float:
+        now = time.monotonic()
+        if self.busy:
+            self._cpu += now - self._last
+        self._last = now
+        return self._cpu
+
+
+def _wait_for(condition, seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        threading.Event().wait(0.01)
+
+
+def test_the_thread_measures_the_process_cpu_and_waits_for_quiet():
     libc = FakeLibc(free=64 << 20)
-    monkeypatch.setattr(heap_trim, "load_libc", lambda: libc)
-    with heap_trim.trimming({"MIRRORLINE_HEAP_TRIM_INTERVAL_MS": "20"}) as trimmer:
-        spin_until = time.monotonic() + 0.4
-        while time.monotonic() < spin_until:  # a whole core busy
-            pass
+    clock = _CpuClock()
+    trimmer = heap_trim.HeapTrimmer(0.02, libc, cpu_clock=clock)
+    trimmer.start()
+    try:
+        _wait_for(lambda: trimmer.skipped_busy >= 5)  # a whole core busy, look after look
         assert libc.trimmed == 0 and trimmer.skipped_busy >= 5
-        for _ in range(200):
-            if libc.trimmed:
-                break
-            threading.Event().wait(0.01)
+        clock.busy = False
+        _wait_for(lambda: libc.trimmed > 0)
         assert libc.trimmed == 1
+    finally:
+        trimmer.stop()
 
 
 def test_the_thread_runs_while_the_block_runs_and_is_gone_after(monkeypatch):
