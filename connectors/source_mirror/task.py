@@ -49,6 +49,7 @@ from mirrorline.connectors.source_mirror import metrics
 from mirrorline.connectors.source_mirror.config import (
     BATCH_FORWARDING_COALESCE_BYTES,
     BATCH_FORWARDING_ENABLED,
+    REPLICATION_FETCH_GATHER_MS,
     REPLICATION_METRICS_LEVEL,
     SOURCE_CONFIG_DEF,
     TASK_ASSIGNED_PARTITIONS,
@@ -190,7 +191,9 @@ class MirrorSourceTask(SourceTask):
         # forwarding whole batches: the consumer hands fetched record batches, small ones merged
         fetch_batches = BatchFetch(parsed[BATCH_FORWARDING_COALESCE_BYTES]) if self._path_reason is None else None
         # incremental fetch sessions (KIP-227): an idle fetch no longer lists and answers every partition of the task
-        self.consumer = self.context.clients.consumer(consumer_props, fetch_batches=fetch_batches, fetch_sessions=True)
+        # ... and, while records flow, fetches that gather them for up to replication.fetch.gather.ms
+        self.consumer = self.context.clients.consumer(consumer_props, fetch_batches=fetch_batches, fetch_sessions=True,
+                                                      gather_max_wait_ms=parsed[REPLICATION_FETCH_GATHER_MS])
         if self.consumer.ignored_settings:
             log.info("Task %s: source consumer settings with no meaning to the consumer are ignored: %s",
                      config.get(TASK_INDEX), self.consumer.ignored_settings)

@@ -32,12 +32,13 @@ from aiokafka import errors as ak
 from aiokafka.structs import TopicPartition as AioPartition
 
 from mirrorline.api.clients import BatchFetch, Consumer
+from mirrorline.api.errors import ConfigError
 from mirrorline.api.kafka import FetchedBatch, OffsetAndTimestamp, TopicPartition
 from mirrorline.clients import metadata_reuse
 from mirrorline.clients.batch_capture import BatchCapture, capture_batches
 from mirrorline.clients.errors import translate
 from mirrorline.clients.fetch_errors import FetchErrorWatch, watch_fetch_errors
-from mirrorline.clients.fetch_sessions import FetchSessions, use_fetch_sessions
+from mirrorline.clients.fetch_sessions import FLOWING_MAX_WAIT_MS, FetchSessions, use_fetch_sessions
 from mirrorline.clients.fetched_batches import coalesce
 from mirrorline.clients.side_connections import list_offsets_aside
 from mirrorline.clients.kafka_clients import client_kwargs
@@ -68,7 +69,8 @@ class KafkaConsumer(Consumer):
     """An assign-only consumer (see the module docstring); build it with :meth:`from_settings`."""
 
     def __init__(self, kwargs: dict[str, Any], ignored: list[str] | None = None, *,
-                 fetch_batches: BatchFetch | None = None, fetch_sessions: bool = False):
+                 fetch_batches: BatchFetch | None = None, fetch_sessions: bool = False,
+                 gather_max_wait_ms: int | None = None):
         self.ignored_settings = list(ignored or [])
         self.principal = kwargs.get("sasl_plain_username")
         self.read_committed = kwargs.get("isolation_level") == "read_committed"
@@ -82,6 +84,9 @@ class KafkaConsumer(Consumer):
         #: the batch-capture hooks, once started with ``fetch_batches`` (their counters say how batches went)
         self.capture: BatchCapture | None = None
         self._use_fetch_sessions = fetch_sessions
+        self._gather_max_wait_ms = FLOWING_MAX_WAIT_MS if gather_max_wait_ms is None else gather_max_wait_ms
+        if self._gather_max_wait_ms < 0:
+            raise ConfigError(f"the consumer's gather wait must be 0 or more ms, not {gather_max_wait_ms}")
         #: the incremental fetch sessions, once started with ``fetch_sessions`` (their counters say how fetches went)
         self.fetch_sessions: FetchSessions | None = None
         #: the topics fetches were answered with a topic-change error, and by which broker (once started)
@@ -95,12 +100,13 @@ class KafkaConsumer(Consumer):
 
     @classmethod
     def from_settings(cls, props: Mapping[str, Any], *, fetch_batches: BatchFetch | None = None,
-                      fetch_sessions: bool = False) -> KafkaConsumer:
+                      fetch_sessions: bool = False, gather_max_wait_ms: int | None = None) -> KafkaConsumer:
         """A consumer from Java-style settings; ``group.id`` is dropped and nothing is ever committed."""
         kwargs, ignored = client_kwargs(props, "consumer")
         kwargs.pop("group_id", None)
         kwargs["enable_auto_commit"] = False
-        return cls(kwargs, ignored, fetch_batches=fetch_batches, fetch_sessions=fetch_sessions)
+        return cls(kwargs, ignored, fetch_batches=fetch_batches, fetch_sessions=fetch_sessions,
+                   gather_max_wait_ms=gather_max_wait_ms)
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -111,7 +117,7 @@ class KafkaConsumer(Consumer):
         self.fetch_errors = watch_fetch_errors(self._consumer)
         list_offsets_aside(self._consumer)
         if self._use_fetch_sessions:
-            self.fetch_sessions = use_fetch_sessions(self._consumer, self.fetch_errors)
+            self.fetch_sessions = use_fetch_sessions(self._consumer, self.fetch_errors, self._gather_max_wait_ms)
             if self.fetch_sessions is not None:
                 use_fast_plans(self._consumer, self.fetch_sessions.fetched_bytes)
         if self._fetch_batches is not None:

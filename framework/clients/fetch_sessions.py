@@ -32,10 +32,13 @@ While records flow from a node (its last fetch brought records and was answered 
 :data:`FLOWING_MIN_BYTES` or :data:`FLOWING_MAX_WAIT_MS`, whichever comes first; once a fetch
 comes back empty, or only after a longer wait (a heartbeat a second), the consumer's own
 ``fetch.min.bytes`` and ``fetch.max.wait.ms`` apply again (1 byte, and up to 5 s for a mirror
-task), so the first record after a quiet spell is answered at once. With ``fetch.min.bytes`` = 1 throughout, a trickle of records was fetched nearly one batch at
-a time: at 1 MB/s of 1 KB records a task spent 0.67 of a core on hundreds of fetch and produce
-round trips a second. Waiting 25 ms under load gathers them (at 10 MB/s and more, 128 KiB
-arrives sooner than that).
+task), so the first record after a quiet spell is answered at once. With ``fetch.min.bytes`` = 1
+throughout, a trickle of records was fetched nearly one batch at a time: at 1 MB/s of 1 KB
+records a task spent 0.67 of a core on hundreds of fetch and produce round trips a second.
+Waiting 25 ms under load gathers them (at 10 MB/s and more, 128 KiB arrives sooner than that).
+The wait is the consumer's to choose (``gather_max_wait_ms``): shorter lowers the latency of a
+trickle and costs round trips; 0 turns gathering off (``fetch.min.bytes`` = 1 throughout, as
+Java's consumer).
 
 A partition that comes back into a session after more than :data:`GAP_SIGN_S` out of it, or
 fetched again after no request went to its node for that long (its fetched records waited for
@@ -65,7 +68,8 @@ _SESSION_ERRORS = {70, 71}  # FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_
 _MAX_EPOCH = 2 ** 31 - 1
 #: How long a partition may stay out of its fetch session before its return counts as a topic-change sign.
 GAP_SIGN_S = 0.25
-#: While records flow from a node: the least a fetch asks the broker to gather, and the longest it waits.
+#: While records flow from a node: the least a fetch asks the broker to gather, and the longest it
+#: waits by default (a consumer may choose another wait: :class:`FetchSessions`).
 FLOWING_MIN_BYTES = 128 * 1024
 FLOWING_MAX_WAIT_MS = 25
 #: A fetch answered with records within this long means records are flowing.
@@ -98,10 +102,10 @@ class _SessionFetchRequest(FetchRequest):
 
     def __init__(self, full: FetchRequest, session_id: int, epoch: int,
                  changed: list[tuple[str, list[tuple[int, int, int]]]], forgotten: list[tuple[str, list[int]]],
-                 flowing: bool = False):
+                 gather_ms: int = 0):
         max_wait, min_bytes = full._max_wait_ms, full._min_bytes
-        if flowing:
-            max_wait = min(max_wait, FLOWING_MAX_WAIT_MS)
+        if gather_ms > 0:  # records flow: gather up to FLOWING_MIN_BYTES for at most gather_ms
+            max_wait = min(max_wait, gather_ms)
             min_bytes = max(min_bytes, min(FLOWING_MIN_BYTES, full._max_bytes))
         super().__init__(max_wait, min_bytes, full._max_bytes, full._isolation_level, changed, full._rack_id)
         self.full = full
@@ -121,11 +125,18 @@ class _SessionFetchRequest(FetchRequest):
 
 
 class FetchSessions:
-    """The sessions of one consumer, one per broker node (see the module docstring)."""
+    """The sessions of one consumer, one per broker node (see the module docstring).
 
-    def __init__(self, watch: FetchErrorWatch | None = None) -> None:
+    ``gather_max_wait_ms``: while records flow from a node, how long its fetches ask the broker to
+    wait for :data:`FLOWING_MIN_BYTES`; 0 never asks for more than the consumer's own settings.
+    """
+
+    def __init__(self, watch: FetchErrorWatch | None = None, gather_max_wait_ms: int = FLOWING_MAX_WAIT_MS) -> None:
+        if gather_max_wait_ms < 0:
+            raise ValueError(f"gather_max_wait_ms must be 0 or more, not {gather_max_wait_ms}")
         self._sessions: dict[int, _Session] = {}
         self._watch = watch
+        self.gather_max_wait_ms = gather_max_wait_ms
         #: partition -> when it was last left out of (forgotten by) a session
         self._left: dict[Key, float] = {}
         #: full / incremental requests sent, partitions named in them, session resets, fetches sent
@@ -212,11 +223,12 @@ class FetchSessions:
         return _SessionFetchRequest(full, session.session_id, epoch, changed, forgotten,
                                     self._flow(node_id)), wanted
 
-    def _flow(self, node_id: int) -> bool:
-        flowing = node_id in self._flowing
-        if flowing:
+    def _flow(self, node_id: int) -> int:
+        """How long the next fetch to ``node_id`` gathers: the gather wait while records flow, else 0."""
+        if self.gather_max_wait_ms and node_id in self._flowing:
             self.counters["flowing"] += 1
-        return flowing
+            return self.gather_max_wait_ms
+        return 0
 
     def _note_records(self, node_id: int, response, waited_s: float) -> None:
         """Whether ``response`` carried records, answered within FLOWING_ANSWER_S, decides how the
@@ -309,14 +321,15 @@ def answered_only(request: FetchRequest, response, wanted: Layout,
         request._topics = narrowed
 
 
-def use_fetch_sessions(consumer: AIOKafkaConsumer, watch: FetchErrorWatch | None = None) -> FetchSessions | None:
+def use_fetch_sessions(consumer: AIOKafkaConsumer, watch: FetchErrorWatch | None = None,
+                       gather_max_wait_ms: int = FLOWING_MAX_WAIT_MS) -> FetchSessions | None:
     """Make a started consumer's fetches incremental (module docstring); returns its sessions, or
     None for an object without aiokafka's client and fetcher (a test's stand-in consumer). Partitions
-    back after a gap are reported to ``watch``."""
+    back after a gap are reported to ``watch``; ``gather_max_wait_ms`` as :class:`FetchSessions`."""
     client = getattr(consumer, "_client", None)
     if client is None or getattr(consumer, "_fetcher", None) is None:
         return None
-    sessions = FetchSessions(watch)
+    sessions = FetchSessions(watch, gather_max_wait_ms)
     original_send = client.send
 
     async def send(node_id, request, **kwargs):

@@ -26,8 +26,9 @@ class AioKafkaClients(KafkaClients):
         return KafkaAdmin.from_settings(props)
 
     def consumer(self, props: Mapping[str, Any], *, fetch_batches: BatchFetch | None = None,
-                 fetch_sessions: bool = False) -> KafkaConsumer:
-        return KafkaConsumer.from_settings(props, fetch_batches=fetch_batches, fetch_sessions=fetch_sessions)
+                 fetch_sessions: bool = False, gather_max_wait_ms: int | None = None) -> KafkaConsumer:
+        return KafkaConsumer.from_settings(props, fetch_batches=fetch_batches, fetch_sessions=fetch_sessions,
+                                           gather_max_wait_ms=gather_max_wait_ms)
 
     def producer(self, props: Mapping[str, Any]) -> KafkaProducer:
         return KafkaProducer.from_settings(props)

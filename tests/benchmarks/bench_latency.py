@@ -17,7 +17,9 @@ median stays under 500 ms for 10 s: both engines start behind when the rate jump
 1-minute load average sampled every 5 s (its peak). A run whose peak load is above ``--max-load``
 (1.5) is repeated up to ``--repeats`` times; one still above is flagged in the table. Engines:
 ``mm2`` (Java MM2 dedicated mode), ``mirrorline`` (batch forwarding, the default) and
-``mirrorline-records`` (``batch.forwarding.enabled=false``, record by record as MM2).
+``mirrorline-records`` (``batch.forwarding.enabled=false``, record by record as MM2); on request
+also ``mirrorline-gather-5`` and ``mirrorline-gather-0`` (``replication.fetch.gather.ms`` 5 and 0
+instead of 25: lower latency at low rates for more CPU).
 
 Writes ``latency-cdf.png`` (the latency distributions, one panel per rate), ``latency-p99.png``
 and ``latency-results.json`` into ``--out``; with ``--keep-logs`` also each engine's log and a
@@ -67,7 +69,12 @@ PARTITIONS = 12
 CAUGHT_UP_MS = 500.0
 #: ... and so do the seconds after it, for this long
 CAUGHT_UP_FOR_S = 10
-ENGINES = {"mm2": [], "mirrorline": [], "mirrorline-records": ["batch.forwarding.enabled = false"]}
+ENGINES = {"mm2": [], "mirrorline": [], "mirrorline-records": ["batch.forwarding.enabled = false"],
+           # the fetch gather wait's trade-off (replication.fetch.gather.ms, 25 by default): not run unless asked
+           "mirrorline-gather-5": ["replication.fetch.gather.ms = 5"],
+           "mirrorline-gather-0": ["replication.fetch.gather.ms = 0"]}
+#: the engines run when --engines is not given
+DEFAULT_ENGINES = ("mm2", "mirrorline", "mirrorline-records")
 
 
 @dataclass
@@ -319,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settle", type=float, default=30.0,
                         help="p50/p99/p99.9 leave out the records of the run's first SETTLE seconds (the catch-up "
                              "after the rate starts, reported apart as 'p99 all' and 'catch-up s')")
-    parser.add_argument("--engines", default=",".join(ENGINES), help=f"comma list of {', '.join(ENGINES)}")
+    parser.add_argument("--engines", default=",".join(DEFAULT_ENGINES), help=f"comma list of {', '.join(ENGINES)}")
     parser.add_argument("--tasks", type=int, default=2, help="tasks.max (both engines)")
     parser.add_argument("--record-size", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=2, help="extra attempts for a run taken above --max-load")

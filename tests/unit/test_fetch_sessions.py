@@ -182,3 +182,37 @@ async def test_the_partitions_answered_are_told_once_and_none_when_a_broker_has_
     await consumer._client.send(1, fetch({("t", 0): 3}))
     assert sessions.take_answered() is None
     assert sessions.take_answered() == set()
+
+
+@pytest.mark.parametrize("gather_ms", [25, 7, 0])
+async def test_while_records_flow_the_next_fetch_gathers_for_the_consumers_wait(gather_ms):
+    """An answer with records, received at once, makes the next fetch ask the broker to gather
+    FLOWING_MIN_BYTES for at most the consumer's gather wait; 0 keeps the consumer's own
+    settings (fetch.min.bytes 1, fetch.max.wait.ms 500 here) whatever flows."""
+    from mirrorline.clients.fetch_sessions import FLOWING_MIN_BYTES
+
+    node = FakeNode()
+    consumer = consumer_on(node)
+    sessions = use_fetch_sessions(consumer, gather_max_wait_ms=gather_ms)
+    offsets = {("t", 0): 0}
+    with_records = SimpleNamespace(error_code=0, session_id=77, topics=[("t", [(0, 0, 5, b"batch")])])
+    node.answers = [with_records]
+    await consumer._client.send(1, fetch(offsets))
+    await consumer._client.send(1, fetch({("t", 0): 1}))
+    after = node.sent[-1]
+    if gather_ms:
+        assert (after.max_wait_time, after.min_bytes) == (gather_ms, FLOWING_MIN_BYTES)
+        assert sessions.counters["flowing"] == 1
+    else:
+        assert (after.max_wait_time, after.min_bytes) == (500, 1)
+        assert sessions.counters["flowing"] == 0
+    # an empty answer (the FakeNode's default) ends the flow: the consumer's own settings again
+    await consumer._client.send(1, fetch({("t", 0): 1}))
+    assert (node.sent[-1].max_wait_time, node.sent[-1].min_bytes) == (500, 1)
+
+
+def test_a_negative_gather_wait_is_refused():
+    from mirrorline.clients.fetch_sessions import FetchSessions
+
+    with pytest.raises(ValueError, match="gather_max_wait_ms must be 0 or more"):
+        FetchSessions(gather_max_wait_ms=-1)

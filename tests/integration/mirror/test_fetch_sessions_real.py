@@ -110,6 +110,21 @@ async def test_a_consumer_on_fetch_sessions_reads_everything_once_and_idles_chea
         await consumer.stop()
 
 
+def trickle(bootstrap: str, topic: str, partitions: int, records: int) -> dict[int, list[bytes]]:
+    """One 100 B record every 2 ms, round robin over the partitions, by librdkafka with linger.ms=0."""
+    import time
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    written: dict[int, list[bytes]] = {}
+    for i in range(records):
+        value = f"{i:05d}".encode().ljust(100, b".")
+        producer.produce(topic, value, partition=i % partitions)
+        written.setdefault(i % partitions, []).append(value)
+        producer.poll(0)
+        time.sleep(0.002)
+    assert producer.flush(30) == 0
+    return written
+
+
 async def test_while_records_trickle_in_fetches_gather_them_and_an_empty_answer_ends_that(cluster_a, make_topic):
     """A trickle (one 100 B record every 2 ms for 2 s, librdkafka with linger.ms=0: one batch per
     record) read through a session: each fetch gathers many records (the broker waits up to
@@ -123,26 +138,14 @@ async def test_while_records_trickle_in_fetches_gather_them_and_an_empty_answer_
                                        "auto.offset.reset": "earliest", "fetch.max.wait.ms": 2000},
                                       fetch_sessions=True)
 
-    def trickle() -> dict[int, list[bytes]]:
-        import time
-        producer = Producer({"bootstrap.servers": cluster_a.bootstrap_servers, "linger.ms": 0})
-        written: dict[int, list[bytes]] = {}
-        for i in range(records):
-            value = f"{i:05d}".encode().ljust(100, b".")
-            producer.produce(topic, value, partition=i % partitions)
-            written.setdefault(i % partitions, []).append(value)
-            producer.poll(0)
-            time.sleep(0.002)
-        assert producer.flush(30) == 0
-        return written
-
     await consumer.start()
     try:
         sessions = consumer.fetch_sessions
         consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
         await consumer.getmany(timeout_ms=500)  # the session is open before the trickle starts
         before = sessions.counters["full"] + sessions.counters["incremental"]
-        writing = asyncio.create_task(asyncio.to_thread(trickle))
+        writing = asyncio.create_task(asyncio.to_thread(trickle, cluster_a.bootstrap_servers, topic,
+                                                        partitions, records))
         got = await read(consumer, records, timeout=60)
         written = await writing
         fetches = sessions.counters["full"] + sessions.counters["incremental"] - before
@@ -186,5 +189,49 @@ async def test_records_a_few_hundred_ms_apart_are_not_gathered(cluster_a, make_t
         got = await read(consumer, 6, timeout=30)
         assert got == {0: await writing}
         assert sessions.counters["flowing"] == 0
+    finally:
+        await consumer.stop()
+
+
+@pytest.mark.parametrize("gather_ms", [7, 0])
+async def test_the_gather_wait_is_the_consumers_and_zero_turns_gathering_off(cluster_a, make_topic, gather_ms):
+    """The same trickle read by a consumer with its own gather wait: the fetches that go out while
+    records flow ask the broker for FLOWING_MIN_BYTES within ``gather_ms`` (7), or, with 0, never
+    for more than the consumer's fetch.min.bytes (1); either way every record arrives once and in
+    order."""
+    from mirrorline.clients.fetch_sessions import FLOWING_MIN_BYTES
+
+    partitions, records = 4, 500
+    topic = await make_topic(cluster_a, partitions)
+    consumer = KAFKA_CLIENTS.consumer({"bootstrap.servers": cluster_a.bootstrap_servers,
+                                       "auto.offset.reset": "earliest", "fetch.max.wait.ms": 2000},
+                                      fetch_sessions=True, gather_max_wait_ms=gather_ms)
+    asked: list[tuple[int, int]] = []  # (max wait ms, min bytes) of each fetch as it went out
+    client = consumer._consumer._client
+    sent = client.send
+
+    async def spy(node_id, request, **kwargs):
+        if getattr(request, "API_KEY", None) == 1:
+            asked.append((request._max_wait_ms, request._min_bytes))
+        return await sent(node_id, request, **kwargs)
+
+    client.send = spy  # below the sessions, which wrap the client's send when the consumer starts
+    await consumer.start()
+    try:
+        sessions = consumer.fetch_sessions
+        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        await consumer.getmany(timeout_ms=500)
+        writing = asyncio.create_task(asyncio.to_thread(trickle, cluster_a.bootstrap_servers, topic,
+                                                        partitions, records))
+        got = await read(consumer, records, timeout=60)
+        assert got == await writing
+        if gather_ms:
+            assert sessions.counters["flowing"] > 0
+            assert (gather_ms, FLOWING_MIN_BYTES) in asked
+            assert {wait for wait, min_bytes in asked if min_bytes == FLOWING_MIN_BYTES} == {gather_ms}
+        else:
+            assert sessions.counters["flowing"] == 0
+            assert {min_bytes for _wait, min_bytes in asked} == {1}
+            assert {wait for wait, _min_bytes in asked} == {2000}
     finally:
         await consumer.stop()

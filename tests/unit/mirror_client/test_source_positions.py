@@ -13,6 +13,7 @@ import pytest
 from aiokafka.structs import ConsumerRecord
 
 from mirrorline.api import OffsetOutOfRangeError, TopicPartition
+from mirrorline.api.errors import ConfigError
 from mirrorline.api.clients import Consumer
 from mirrorline.connectors.source_mirror import metrics
 from mirrorline.connectors.source_mirror.positions import PositionState, check_position
@@ -156,8 +157,10 @@ class FakeConsumer:
 class FakeClients(FakeKafkaClients):
     """Clients whose consumers are FakeConsumers."""
 
-    def consumer(self, props, *, fetch_batches=None, fetch_sessions=False):
-        return FakeConsumer(props, fetch_batches)
+    def consumer(self, props, *, fetch_batches=None, fetch_sessions=False, gather_max_wait_ms=None):
+        consumer = FakeConsumer(props, fetch_batches)
+        consumer.gather_max_wait_ms = gather_max_wait_ms
+        return consumer
 
 
 class StoredOffsets(OffsetReader):
@@ -609,3 +612,17 @@ async def test_source_consumer_fetches_8_mib_at_a_time_unless_the_user_says_othe
     _, consumer, _ = await started_task(monkeypatch, topic, [0], stored={0: 0}, bounds={0: (0, 0)},
                                         **{"source.consumer.fetch.max.bytes": "52428800"})
     assert consumer.kwargs["fetch_max_bytes"] == 52428800
+
+
+async def test_the_fetch_gather_wait_is_the_connectors_setting(monkeypatch):
+    """replication.fetch.gather.ms reaches the source consumer (25 unless set; 0 turns gathering
+    off) and a negative value is refused with the setting's name."""
+    topic = "unit-fetch-gather"
+    _, consumer, _ = await started_task(monkeypatch, topic, [0], stored={0: 0}, bounds={0: (0, 0)})
+    assert consumer.gather_max_wait_ms == 25
+    _, consumer, _ = await started_task(monkeypatch, topic, [0], stored={0: 0}, bounds={0: (0, 0)},
+                                        **{"replication.fetch.gather.ms": "0"})
+    assert consumer.gather_max_wait_ms == 0
+    with pytest.raises(ConfigError, match="replication.fetch.gather.ms"):
+        await started_task(monkeypatch, topic, [0], stored={0: 0}, bounds={0: (0, 0)},
+                           **{"replication.fetch.gather.ms": "-1"})
