@@ -84,9 +84,9 @@ SOURCE_CONFIG_DEF = COMMON_CONFIG_DEF.merged(ConfigDef([
                   "wait this long on the source, so it bounds latency at low rates; a shorter wait makes "
                   "more fetch-and-produce round trips, which cost CPU. 0 turns gathering off: the broker "
                   "answers as soon as any record is there, as MM2's consumer does (fetch.min.bytes=1). At "
-                  "1 MB/s of 1 KB records, 25 gave a p99 of 37 ms for about half of MM2's CPU and 5 gave "
-                  "19 ms for 1.5x (docs/performance.md). Idle tasks and fast flows (128 KiB within the "
-                  "wait) are unaffected."),
+                  "1 MB/s of 1 KB records over 2 tasks, 25 gave a p99 of 39 ms for 0.68x MM2's CPU, 5 gave "
+                  "18 ms (MM2: 22) for 1.5x, 0 gave 21 ms for 2.5x (docs/performance.md). Idle tasks, and "
+                  "flows that bring 128 KiB sooner than the wait, are unaffected."),
     REPLICATION_METRICS_LEVEL_KEY,
     ConfigKey("heartbeats.replication.enabled", Type.BOOLEAN, default="true", importance=Importance.LOW,
               group=GROUP, doc="Replicate heartbeats topics whatever the topic filter says."),
