@@ -35,7 +35,7 @@ comes back empty, or only after a longer wait (a heartbeat a second), the consum
 task), so the first record after a quiet spell is answered at once. With ``fetch.min.bytes`` = 1
 throughout, a trickle of records was fetched nearly one batch at a time: at 1 MB/s of 1 KB
 records a task spent 0.67 of a core on hundreds of fetch and produce round trips a second.
-Waiting 25 ms under load gathers them (at 10 MB/s and more, 128 KiB arrives sooner than that).
+Waiting 25 ms under load gathers them (from about 5 MB/s per task, 128 KiB arrives sooner).
 The wait is the consumer's to choose (``gather_max_wait_ms``): shorter lowers the latency of a
 trickle and costs round trips; 0 turns gathering off (``fetch.min.bytes`` = 1 throughout, as
 Java's consumer).
