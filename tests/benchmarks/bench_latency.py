@@ -9,7 +9,13 @@ For each rate and engine, on the same fresh clusters (Kafka's broker defaults): 
 topic on A is mirrored to B with one ``mm2.properties`` (a fresh source alias per run); once the
 engine has copied a first record, librdkafka (confluent-kafka) writes ``--record-size`` (1000) byte
 records to A at the fixed rate for ``--seconds``, round-robin over the partitions, and a librdkafka
-consumer on B takes each copy's arrival time minus its CreateTime (which both engines keep). Per
+consumer on B takes each copy's arrival time minus its CreateTime (which both engines keep). A
+second librdkafka consumer reads the same records on A: its p50/p99 (``src``) is what the source
+side alone contributes, the floor under every engine's figure. The writer lingers
+``--source-linger-ms`` (5, librdkafka's default): with 0 every record is its own produce batch, and
+at 10 MB/s on this 2-core machine A then acknowledged records 170-220 ms after they were written
+(p50, no mirror running), so the end-to-end figures measured the writer's backlog more than the
+mirror (every 10 and 30 MB/s figure taken before 2026-11-29 was). Per
 run: p50, p99, p99.9 of the steady state (records written ``--settle``, 30, seconds or more after
 the rate started), p99 over the whole run and the catch-up time (the first second from which the
 median stays under 500 ms for 10 s: both engines start behind when the rate jumps from nothing to
@@ -18,8 +24,8 @@ median stays under 500 ms for 10 s: both engines start behind when the rate jump
 (1.5) is repeated up to ``--repeats`` times; one still above is flagged in the table. Engines:
 ``mm2`` (Java MM2 dedicated mode), ``mirrorline`` (batch forwarding, the default) and
 ``mirrorline-records`` (``batch.forwarding.enabled=false``, record by record as MM2); on request
-also ``mirrorline-gather-5`` and ``mirrorline-gather-0`` (``replication.fetch.gather.ms`` 5 and 0
-instead of 25: lower latency at low rates for more CPU).
+also ``mirrorline-gather-10``, ``mirrorline-gather-5`` and ``mirrorline-gather-0``
+(``replication.fetch.gather.ms`` 10, 5 and 0 instead of 25: lower latency at low rates for more CPU).
 
 Writes ``latency-cdf.png`` (the latency distributions, one panel per rate), ``latency-p99.png``
 and ``latency-results.json`` into ``--out``; with ``--keep-logs`` also each engine's log and a
@@ -72,6 +78,7 @@ CAUGHT_UP_FOR_S = 10
 ENGINES = {"mm2": [], "mirrorline": [], "mirrorline-records": ["batch.forwarding.enabled = false"],
            # the fetch gather wait's trade-off (replication.fetch.gather.ms, 25 by default): not run unless asked
            "mirrorline-gather-5": ["replication.fetch.gather.ms = 5"],
+           "mirrorline-gather-10": ["replication.fetch.gather.ms = 10"],
            "mirrorline-gather-0": ["replication.fetch.gather.ms = 0"]}
 #: the engines run when --engines is not given
 DEFAULT_ENGINES = ("mm2", "mirrorline", "mirrorline-records")
@@ -94,6 +101,9 @@ class LatencyRun:
     #: seconds from the first record until the copy kept up (see :func:`catch_up_seconds`)
     catch_up_s: float | None = None
     cpu_s: float | None = None
+    #: the same records read on A (the source side's share of the latency), steady state only
+    source_p50_ms: float | None = None
+    source_p99_ms: float | None = None
     load_peak: float = 0.0
     flagged: bool = False
     samples: list[float] = field(default_factory=list, repr=False)
@@ -119,13 +129,17 @@ def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp
     consumer = Consumer({"bootstrap.servers": b, "group.id": f"lat-{uuid.uuid4().hex[:6]}",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
                          "topic.metadata.refresh.interval.ms": 1000, "fetch.wait.max.ms": 10})
-    producer = Producer({"bootstrap.servers": a, "linger.ms": 0, "acks": "1",
+    producer = Producer({"bootstrap.servers": a, "linger.ms": args.source_linger_ms, "acks": "1",
                          "queue.buffering.max.messages": 1_000_000})
+    source_reader = Consumer({"bootstrap.servers": a, "group.id": f"lat-src-{uuid.uuid4().hex[:6]}",
+                              "auto.offset.reset": "latest", "enable.auto.commit": False,
+                              "fetch.wait.max.ms": 10})
     result = LatencyRun(engine, rate_mb_s, attempt)
     watch = LoadWatch()
     try:
         remote = f"{alias}.{topic}"
         consumer.subscribe([remote])
+        source_reader.subscribe([topic])
         deadline = time.monotonic() + 180
         warm = False
         while not warm:  # the engine runs and has created the remote topic once a first record arrives
@@ -146,6 +160,7 @@ def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp
         total = int(per_second * args.seconds)
         samples: list[float] = []
         timeline: list[tuple[float, float]] = []
+        source_timeline: list[tuple[float, float]] = []
         stop = threading.Event()
 
         def consume() -> None:
@@ -163,9 +178,22 @@ def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp
                 if stop.is_set() and (len(samples) >= total or time.monotonic() > drain_deadline):
                     return
 
+        def consume_source() -> None:
+            while not stop.is_set() or len(source_timeline) < total and time.monotonic() < drain_deadline:
+                messages = source_reader.consume(1000, 0.005)
+                now = time.time() * 1000
+                for message in messages:
+                    if message.error() is None and message.value() == value:
+                        created = message.timestamp()[1]
+                        source_timeline.append((created, now - created))
+
         drain_deadline = float("inf")
+        while not source_reader.assignment():  # joined its group: "latest" is fixed before the rate starts
+            source_reader.poll(0.1)
         reader = threading.Thread(target=consume)
+        source_thread = threading.Thread(target=consume_source)
         reader.start()
+        source_thread.start()
         cpu0 = running.cpu_s()
         start = time.perf_counter()
         sent, next_load = 0, 0.0
@@ -188,11 +216,13 @@ def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp
         drain_deadline = time.monotonic() + 30
         stop.set()
         reader.join()
+        source_thread.join()
         result.cpu_s = running.cpu_s() - cpu0
         watch.sample()
         result.timeline = timeline
         result.records, result.expected = len(samples), total
         summarize(result, args.settle)
+        result.source_p50_ms, result.source_p99_ms = steady_percentiles(source_timeline, args.settle, (0.5, 0.99))
         result.load_peak = watch.peak
         result.flagged = result.load_peak > args.max_load
         if len(samples) < total:
@@ -200,6 +230,7 @@ def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp
         return result
     finally:
         consumer.close()
+        source_reader.close()
         running.stop()
         if args.keep_logs:
             shutil.copy(running.log_path, args.out / f"engine-{alias}-{engine}.log")
@@ -226,6 +257,13 @@ def catch_up_seconds(seconds: dict[int, list[float]]) -> float | None:
                for second in window):
             return float(start)
     return None
+
+
+def steady_percentiles(timeline: list[tuple[float, float]], settle_s: float, quantiles) -> list[float | None]:
+    """Percentiles of the latencies of records written ``settle_s`` or more after the first one."""
+    start = min((created for created, _ in timeline), default=0.0)
+    steady = sorted(latency for created, latency in timeline if created - start >= settle_s * 1000)
+    return [percentile(steady, q) for q in quantiles]
 
 
 def summarize(run: LatencyRun, settle_s: float) -> None:
@@ -258,14 +296,15 @@ def write_timeline(run: LatencyRun, out: Path) -> Path:
 
 def print_table(runs: list[LatencyRun]) -> None:
     head = (f"{'MB/s':>5} {'engine':<19} {'try':>3} {'records':>9} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} "
-            f"{'p99 all':>8} {'catch-up s':>10} {'CPU s':>7} {'load':>5}")
+            f"{'p99 all':>8} {'catch-up s':>10} {'src p50':>8} {'src p99':>8} {'CPU s':>7} {'load':>5}")
     log(head)
     log("-" * len(head))
     for r in runs:
         def fmt(v):
             return f"{v:.1f}" if v is not None else "-"
         log(f"{r.rate_mb_s:>5g} {r.engine:<19} {r.attempt:>3} {r.records:>9} {fmt(r.p50_ms):>8} {fmt(r.p99_ms):>8} "
-            f"{fmt(r.p999_ms):>9} {fmt(r.p99_all_ms):>8} {fmt(r.catch_up_s):>10} {fmt(r.cpu_s):>7} {r.load_peak:>5.1f}"
+            f"{fmt(r.p999_ms):>9} {fmt(r.p99_all_ms):>8} {fmt(r.catch_up_s):>10} {fmt(r.source_p50_ms):>8} "
+            f"{fmt(r.source_p99_ms):>8} {fmt(r.cpu_s):>7} {r.load_peak:>5.1f}"
             + ("  <-- taken above --max-load: not trustworthy" if r.flagged else ""))
 
 
@@ -329,6 +368,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engines", default=",".join(DEFAULT_ENGINES), help=f"comma list of {', '.join(ENGINES)}")
     parser.add_argument("--tasks", type=int, default=2, help="tasks.max (both engines)")
     parser.add_argument("--record-size", type=int, default=1000)
+    parser.add_argument("--source-linger-ms", type=float, default=5.0,
+                        help="linger.ms of the writer on A (5, librdkafka's default; 0 makes every record its own "
+                             "batch and, from about 10 MB/s here, a backlog in the writer itself)")
     parser.add_argument("--repeats", type=int, default=2, help="extra attempts for a run taken above --max-load")
     parser.add_argument("--max-load", type=float, default=DEFAULT_MAX_LOAD)
     parser.add_argument("--allow-load", action="store_true", help="measure even above --max-load (flagged)")
@@ -370,6 +412,7 @@ def main(argv: list[str] | None = None) -> int:
                     log(f"    p50 {run.p50_ms:.1f} ms, p99 {run.p99_ms:.1f} ms, p99.9 {run.p999_ms:.1f} ms "
                         f"(after {args.settle:g} s); p99 over the whole run {run.p99_all_ms:.1f} ms, caught up "
                         f"after {run.catch_up_s} s; "
+                        f"on A alone p50 {run.source_p50_ms} / p99 {run.source_p99_ms} ms; "
                         f"{run.cpu_s:.1f} CPU s, peak load {run.load_peak:.1f}")
                     if not run.flagged:
                         break
@@ -381,7 +424,8 @@ def main(argv: list[str] | None = None) -> int:
 
     log("")
     log(f"=== end-to-end latency at fixed rates, {args.record_size} B records, {PARTITIONS} partitions, "
-        f"{args.seconds:g} s per run, tasks.max={args.tasks} (Kafka {KAFKA_VERSION}) ===")
+        f"{args.seconds:g} s per run, tasks.max={args.tasks}, writer linger.ms={args.source_linger_ms:g} "
+        f"(Kafka {KAFKA_VERSION}) ===")
     log(load_banner(args.max_load))
     print_table(runs)
     for path in plot(runs, args.out):
