@@ -412,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
                     log(f"    p50 {run.p50_ms:.1f} ms, p99 {run.p99_ms:.1f} ms, p99.9 {run.p999_ms:.1f} ms "
                         f"(after {args.settle:g} s); p99 over the whole run {run.p99_all_ms:.1f} ms, caught up "
                         f"after {run.catch_up_s} s; "
-                        f"on A alone p50 {run.source_p50_ms} / p99 {run.source_p99_ms} ms; "
+                        f"on A alone p50 {run.source_p50_ms or 0:.1f} / p99 {run.source_p99_ms or 0:.1f} ms; "
                         f"{run.cpu_s:.1f} CPU s, peak load {run.load_peak:.1f}")
                     if not run.flagged:
                         break
