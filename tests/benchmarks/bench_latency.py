@@ -40,7 +40,6 @@ import json
 import os
 import shutil
 import tempfile
-import threading
 import time
 import uuid
 import warnings
@@ -118,6 +117,88 @@ def properties(alias: str, a: str, b: str, topic: str, tasks: int, extra: list[s
                       *(f"{alias}->B.{line}" for line in extra), SINGLE_BROKER_MM2_PROPERTIES])
 
 
+#: how long the readers keep reading after the last write, for records still on their way
+DRAIN_S = 30.0
+
+
+def _read_latencies(bootstrap: str, topic: str, value: bytes, expected: int, path: str, ready, stop) -> None:
+    """A reader process: every record of ``topic`` whose value is ``value``, its CreateTime and its
+    latency (arrival minus CreateTime, ms), written to ``path`` as two arrays of doubles once
+    ``stop`` is set and ``expected`` records arrived, or DRAIN_S after ``stop``."""
+    from array import array
+
+    from confluent_kafka import Consumer as ReaderConsumer
+    reader = ReaderConsumer({"bootstrap.servers": bootstrap, "group.id": f"lat-{uuid.uuid4().hex[:6]}",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                             "topic.metadata.refresh.interval.ms": 1000, "fetch.wait.max.ms": 10})
+    reader.subscribe([topic])
+    while not reader.assignment():
+        reader.poll(0.1)
+    ready.set()
+    created_at, latencies = array("d"), array("d")
+    drain_deadline = None
+    while True:
+        # consume() returns when it has 1000 messages or after its timeout: with 0.2 s, a record that
+        # arrived early in the wait was stamped up to 200 ms late at low rates (the p50 of ~120 ms both
+        # engines showed at 1 MB/s until 2026-11-27)
+        messages = reader.consume(1000, 0.005)
+        now = time.time() * 1000
+        for message in messages:
+            if message.error() is None and message.value() == value:
+                created = message.timestamp()[1]
+                created_at.append(created)
+                latencies.append(now - created)
+        if stop.is_set():
+            drain_deadline = drain_deadline or time.monotonic() + DRAIN_S
+            if len(latencies) >= expected or time.monotonic() > drain_deadline:
+                break
+    reader.close()
+    with open(path, "wb") as out:
+        array("q", [len(latencies)]).tofile(out)
+        created_at.tofile(out)
+        latencies.tofile(out)
+
+
+class LatencyReader:
+    """A librdkafka consumer in a process of its own that timestamps the arrival of every record."""
+
+    def __init__(self, bootstrap: str, topic: str, value: bytes, expected: int, path: Path):
+        import multiprocessing
+        context = multiprocessing.get_context("spawn")  # no fork of a process holding librdkafka threads
+        self._path = path
+        self._ready, self._stop = context.Event(), context.Event()
+        self._process = context.Process(target=_read_latencies, daemon=True,
+                                        args=(bootstrap, topic, value, expected, str(path), self._ready, self._stop))
+        self._process.start()
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Wait until the reader has joined its group (has partitions assigned)."""
+        if not self._ready.wait(timeout):
+            raise TimeoutError(f"latency reader for {self._path.name} did not get its partitions within {timeout:g} s")
+
+    def finish(self, drain_s: float) -> list[tuple[float, float]]:
+        """Stop reading (after the records still expected, at most ``drain_s``); (CreateTime, latency) of each."""
+        from array import array
+        self._stop.set()
+        self._process.join(drain_s + 60)
+        if self._process.is_alive() or not self._path.exists():
+            raise RuntimeError(f"latency reader for {self._path.name} did not finish (exit code "
+                               f"{self._process.exitcode})")
+        with open(self._path, "rb") as source:
+            count = array("q")
+            count.fromfile(source, 1)
+            created_at, latencies = array("d"), array("d")
+            created_at.fromfile(source, count[0])
+            latencies.fromfile(source, count[0])
+        return list(zip(created_at, latencies))
+
+    def kill(self) -> None:
+        """Stop the process if it still runs (a failed run)."""
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join(5)
+
+
 def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp: Path, attempt: int) -> LatencyRun:
     """One latency run (module docstring)."""
     topic = f"lat-{uuid.uuid4().hex[:6]}"
@@ -131,15 +212,12 @@ def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp
                          "topic.metadata.refresh.interval.ms": 1000, "fetch.wait.max.ms": 10})
     producer = Producer({"bootstrap.servers": a, "linger.ms": args.source_linger_ms, "acks": "1",
                          "queue.buffering.max.messages": 1_000_000})
-    source_reader = Consumer({"bootstrap.servers": a, "group.id": f"lat-src-{uuid.uuid4().hex[:6]}",
-                              "auto.offset.reset": "latest", "enable.auto.commit": False,
-                              "fetch.wait.max.ms": 10})
     result = LatencyRun(engine, rate_mb_s, attempt)
     watch = LoadWatch()
+    readers: dict[str, LatencyReader] = {}
     try:
         remote = f"{alias}.{topic}"
         consumer.subscribe([remote])
-        source_reader.subscribe([topic])
         deadline = time.monotonic() + 180
         warm = False
         while not warm:  # the engine runs and has created the remote topic once a first record arrives
@@ -158,42 +236,12 @@ def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp
         value = os.urandom(args.record_size)
         per_second = rate_mb_s * 1e6 / args.record_size
         total = int(per_second * args.seconds)
-        samples: list[float] = []
-        timeline: list[tuple[float, float]] = []
-        source_timeline: list[tuple[float, float]] = []
-        stop = threading.Event()
-
-        def consume() -> None:
-            while True:
-                # consume() returns when it has 1000 messages or after its timeout: with 0.2 s, a
-                # record that arrived early in the wait was stamped up to 200 ms late at low rates
-                # (the p50 of ~120 ms both engines showed at 1 MB/s until 2026-11-27)
-                messages = consumer.consume(1000, 0.005)
-                now = time.time() * 1000
-                for message in messages:
-                    if message.error() is None and message.value() == value:
-                        created = message.timestamp()[1]
-                        samples.append(now - created)
-                        timeline.append((created, now - created))
-                if stop.is_set() and (len(samples) >= total or time.monotonic() > drain_deadline):
-                    return
-
-        def consume_source() -> None:
-            while not stop.is_set() or len(source_timeline) < total and time.monotonic() < drain_deadline:
-                messages = source_reader.consume(1000, 0.005)
-                now = time.time() * 1000
-                for message in messages:
-                    if message.error() is None and message.value() == value:
-                        created = message.timestamp()[1]
-                        source_timeline.append((created, now - created))
-
-        drain_deadline = float("inf")
-        while not source_reader.assignment():  # joined its group: "latest" is fixed before the rate starts
-            source_reader.poll(0.1)
-        reader = threading.Thread(target=consume)
-        source_thread = threading.Thread(target=consume_source)
-        reader.start()
-        source_thread.start()
+        # Each reader is a process of its own: as threads of the writer's process they shared its
+        # interpreter lock, and from about 10 MB/s the writer and the readers queued behind each other.
+        readers = {side: LatencyReader(bootstrap, read_topic, value, total, tmp / f"{alias}-{side}.latencies")
+                   for side, bootstrap, read_topic in (("B", b, remote), ("A", a, topic))}
+        for reader in readers.values():
+            reader.wait_ready()
         cpu0 = running.cpu_s()
         start = time.perf_counter()
         sent, next_load = 0, 0.0
@@ -213,24 +261,23 @@ def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp
             running.check_alive()
             time.sleep(0.001)
         producer.flush(60)
-        drain_deadline = time.monotonic() + 30
-        stop.set()
-        reader.join()
-        source_thread.join()
+        timeline = readers["B"].finish(DRAIN_S)
+        source_timeline = readers["A"].finish(DRAIN_S)
         result.cpu_s = running.cpu_s() - cpu0
         watch.sample()
         result.timeline = timeline
-        result.records, result.expected = len(samples), total
+        result.records, result.expected = len(timeline), total
         summarize(result, args.settle)
         result.source_p50_ms, result.source_p99_ms = steady_percentiles(source_timeline, args.settle, (0.5, 0.99))
         result.load_peak = watch.peak
         result.flagged = result.load_peak > args.max_load
-        if len(samples) < total:
-            log(f"    warning: {engine} saw {len(samples)} of {total} records within 30 s of the last write")
+        if len(timeline) < total:
+            log(f"    warning: {engine} saw {len(timeline)} of {total} records within {DRAIN_S:g} s of the last write")
         return result
     finally:
+        for reader in readers.values():
+            reader.kill()
         consumer.close()
-        source_reader.close()
         running.stop()
         if args.keep_logs:
             shutil.copy(running.log_path, args.out / f"engine-{alias}-{engine}.log")
