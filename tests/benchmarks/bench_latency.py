@@ -341,17 +341,33 @@ def write_timeline(run: LatencyRun, out: Path) -> Path:
     return path
 
 
+def ratios_to_mm2(run: LatencyRun, runs: list[LatencyRun]) -> tuple[float | None, float | None]:
+    """``run``'s p99 and CPU-seconds as multiples of MM2's at the same rate (its last attempt), or None."""
+    mm2 = [r for r in runs if r.engine == "mm2" and r.rate_mb_s == run.rate_mb_s]
+    if not mm2 or run.engine == "mm2":
+        return None, None
+    base = mm2[-1]
+
+    def ratio(mine, theirs):
+        return mine / theirs if mine is not None and theirs else None
+    return ratio(run.p99_ms, base.p99_ms), ratio(run.cpu_s, base.cpu_s)
+
+
 def print_table(runs: list[LatencyRun]) -> None:
-    head = (f"{'MB/s':>5} {'engine':<19} {'try':>3} {'records':>9} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} "
-            f"{'p99 all':>8} {'catch-up s':>10} {'src p50':>8} {'src p99':>8} {'CPU s':>7} {'load':>5}")
+    head = (f"{'MB/s':>5} {'engine':<20} {'try':>3} {'records':>9} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} "
+            f"{'p99 all':>8} {'catch-up s':>10} {'src p50':>8} {'src p99':>8} {'CPU s':>7} {'p99/MM2':>7} "
+            f"{'CPU/MM2':>7} {'load':>5}")
     log(head)
     log("-" * len(head))
+
+    def fmt(v, unit=""):
+        return f"{v:.1f}" if v is not None and not unit else f"{v:.2f}{unit}" if v is not None else "-"
     for r in runs:
-        def fmt(v):
-            return f"{v:.1f}" if v is not None else "-"
-        log(f"{r.rate_mb_s:>5g} {r.engine:<19} {r.attempt:>3} {r.records:>9} {fmt(r.p50_ms):>8} {fmt(r.p99_ms):>8} "
+        p99_ratio, cpu_ratio = ratios_to_mm2(r, runs)
+        log(f"{r.rate_mb_s:>5g} {r.engine:<20} {r.attempt:>3} {r.records:>9} {fmt(r.p50_ms):>8} {fmt(r.p99_ms):>8} "
             f"{fmt(r.p999_ms):>9} {fmt(r.p99_all_ms):>8} {fmt(r.catch_up_s):>10} {fmt(r.source_p50_ms):>8} "
-            f"{fmt(r.source_p99_ms):>8} {fmt(r.cpu_s):>7} {r.load_peak:>5.1f}"
+            f"{fmt(r.source_p99_ms):>8} {fmt(r.cpu_s):>7} {fmt(p99_ratio, 'x'):>7} {fmt(cpu_ratio, 'x'):>7} "
+            f"{r.load_peak:>5.1f}"
             + ("  <-- taken above --max-load: not trustworthy" if r.flagged else ""))
 
 
