@@ -79,14 +79,14 @@ SOURCE_CONFIG_DEF = COMMON_CONFIG_DEF.merged(ConfigDef([
     ConfigKey(REPLICATION_FETCH_GATHER_MS, Type.INT, default=25, validator=Range(min=0, max=5000),
               importance=Importance.LOW, group=GROUP,
               doc="Beyond MM2: while records flow from a source broker, each fetch asks it to wait until "
-                  "128 KiB have gathered or this many milliseconds have passed, whichever comes first "
+                  "1 MiB has gathered or this many milliseconds have passed, whichever comes first "
                   "(never longer than the source consumer's fetch.max.wait.ms). A record of a trickle can "
                   "wait this long on the source, so it bounds latency at low rates; a shorter wait makes "
                   "more fetch-and-produce round trips, which cost CPU. 0 turns gathering off: the broker "
                   "answers as soon as any record is there, as MM2's consumer does (fetch.min.bytes=1). At "
-                  "1 MB/s of 1 KB records over 2 tasks, 25 gave a p99 of 39 ms for 0.68x MM2's CPU, 5 gave "
-                  "18 ms (MM2: 22) for 1.5x, 0 gave 21 ms for 2.5x (docs/performance.md). Idle tasks, and "
-                  "flows that bring 128 KiB sooner than the wait, are unaffected."),
+                  "1 MB/s of 1 KB records over 2 tasks, 25 gave a p99 of 44 ms (MM2: 37) for 0.60x MM2's CPU, "
+                  "5 gave 24 ms for 1.4x (docs/performance.md). Idle tasks, and flows that bring 1 MiB "
+                  "sooner than the wait, are unaffected."),
     REPLICATION_METRICS_LEVEL_KEY,
     ConfigKey("heartbeats.replication.enabled", Type.BOOLEAN, default="true", importance=Importance.LOW,
               group=GROUP, doc="Replicate heartbeats topics whatever the topic filter says."),

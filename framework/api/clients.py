@@ -442,7 +442,7 @@ class KafkaClients(ABC):
         Java's consumer always does): after a first full fetch, a request to a broker names only the
         partitions whose position changed, and the answer only those with news. For consumers of
         thousands of mostly idle partitions; records, positions and errors are the same either way.
-        While records flow from a broker, such a consumer's fetches also ask it to gather 128 KiB
+        While records flow from a broker, such a consumer's fetches also ask it to gather 1 MiB
         for at most ``gather_max_wait_ms`` (None: 25 ms) before answering, so a trickle is read in
         fewer, larger fetches; 0 never waits longer than the consumer's own ``fetch.min.bytes``
         asks for. The wait is what a record of a trickle may spend on the source broker.

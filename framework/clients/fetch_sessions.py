@@ -35,8 +35,12 @@ comes back empty, or only after a longer wait (a heartbeat a second), the consum
 task), so the first record after a quiet spell is answered at once. With ``fetch.min.bytes`` = 1
 throughout, a trickle of records was fetched nearly one batch at a time: at 1 MB/s of 1 KB
 records a task spent 0.67 of a core on hundreds of fetch and produce round trips a second.
-Waiting 25 ms under load gathers them (from about 5 MB/s per task, 128 KiB arrives sooner).
-The wait is the consumer's to choose (``gather_max_wait_ms``): shorter lowers the latency of a
+Waiting 25 ms under load gathers them (1 MiB arrives sooner only from about 40 MB/s per task).
+The gathering size was 128 KiB until 2026-11-29: from about 5 MB/s per task that arrived before
+the wait was up, so at 15 MB/s per task a fetch went out every ~9 ms and mirroring 30 MB/s over
+two tasks cost as much CPU as Java MM2 (68.7 against 68.1 CPU-s in 150 s); gathering up to 1 MiB
+took it to 39.9 for a p99 still 0.55x MM2's (docs/performance.md). Either way a record waits at
+most the gather wait on the source. The wait is the consumer's to choose (``gather_max_wait_ms``): shorter lowers the latency of a
 trickle and costs round trips; 0 turns gathering off (``fetch.min.bytes`` = 1 throughout, as
 Java's consumer).
 
@@ -70,7 +74,7 @@ _MAX_EPOCH = 2 ** 31 - 1
 GAP_SIGN_S = 0.25
 #: While records flow from a node: the least a fetch asks the broker to gather, and the longest it
 #: waits by default (a consumer may choose another wait: :class:`FetchSessions`).
-FLOWING_MIN_BYTES = 128 * 1024
+FLOWING_MIN_BYTES = 1024 * 1024
 FLOWING_MAX_WAIT_MS = 25
 #: A fetch answered with records within this long means records are flowing.
 FLOWING_ANSWER_S = 0.1
