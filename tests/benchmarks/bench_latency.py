@@ -233,6 +233,7 @@ def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp
         time.sleep(3)
         while consumer.poll(0.1) is not None:  # drain the warm-up records
             pass
+        consumer.unsubscribe()  # the readers below measure; this one would only buffer copies unread
         value = os.urandom(args.record_size)
         per_second = rate_mb_s * 1e6 / args.record_size
         total = int(per_second * args.seconds)
@@ -306,18 +307,22 @@ def catch_up_seconds(seconds: dict[int, list[float]]) -> float | None:
     return None
 
 
-def steady_percentiles(timeline: list[tuple[float, float]], settle_s: float, quantiles) -> list[float | None]:
-    """Percentiles of the latencies of records written ``settle_s`` or more after the first one."""
+def steady_latencies(timeline: list[tuple[float, float]], settle_s: float) -> list[float]:
+    """The latencies of the records written ``settle_s`` or more after the first one, sorted."""
     start = min((created for created, _ in timeline), default=0.0)
-    steady = sorted(latency for created, latency in timeline if created - start >= settle_s * 1000)
+    return sorted(latency for created, latency in timeline if created - start >= settle_s * 1000)
+
+
+def steady_percentiles(timeline: list[tuple[float, float]], settle_s: float, quantiles) -> list[float | None]:
+    """Percentiles of :func:`steady_latencies`."""
+    steady = steady_latencies(timeline, settle_s)
     return [percentile(steady, q) for q in quantiles]
 
 
 def summarize(run: LatencyRun, settle_s: float) -> None:
     """Fill in the percentiles: p50/p99/p99.9 over the records written ``settle_s`` or more after the
     first (the steady state), p99 also over all of them, and the catch-up time."""
-    start = min((created for created, _ in run.timeline), default=0.0)
-    steady = sorted(latency for created, latency in run.timeline if created - start >= settle_s * 1000)
+    steady = steady_latencies(run.timeline, settle_s)
     everything = sorted(latency for _, latency in run.timeline)
     run.samples = steady
     run.p50_ms, run.p99_ms, run.p999_ms = (percentile(steady, q) for q in (0.5, 0.99, 0.999))
