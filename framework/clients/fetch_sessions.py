@@ -40,9 +40,9 @@ The gathering size was 128 KiB until 2026-11-29: from about 5 MB/s per task that
 the wait was up, so at 15 MB/s per task a fetch went out every ~9 ms and mirroring 30 MB/s over
 two tasks cost as much CPU as Java MM2 (68.7 against 68.1 CPU-s in 150 s); gathering up to 1 MiB
 took it to 39.9 for a p99 still 0.55x MM2's (docs/performance.md). Either way a record waits at
-most the gather wait on the source. The wait is the consumer's to choose (``gather_max_wait_ms``): shorter lowers the latency of a
-trickle and costs round trips; 0 turns gathering off (``fetch.min.bytes`` = 1 throughout, as
-Java's consumer).
+most the gather wait on the source. The wait is the consumer's to choose
+(``gather_max_wait_ms``): shorter lowers the latency of a trickle and costs round trips; 0
+turns gathering off (``fetch.min.bytes`` = 1 throughout, as Java's consumer).
 
 A partition that comes back into a session after more than :data:`GAP_SIGN_S` out of it, or
 fetched again after no request went to its node for that long (its fetched records waited for
