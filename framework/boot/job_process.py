@@ -28,7 +28,7 @@ from typing import IO, Any
 
 from mirrorline.api.errors import ConnectError
 from mirrorline.api.jobs import Progress, SourceOffsets
-from mirrorline.boot import gc_tuning, heap_trim
+from mirrorline.boot import event_loop, gc_tuning, heap_trim
 from mirrorline.clients import process_patches
 from mirrorline.clients.runtime_clients import KAFKA_CLIENTS
 from mirrorline.plugins import PluginRegistry
@@ -218,7 +218,7 @@ def main() -> int:
         return 2
     spec = json.loads(line)
     channel = Channel(protocol)
-    loop = asyncio.new_event_loop()
+    loop = event_loop.new_event_loop()
     with heap_trim.trimming():
         loop.run_until_complete(run(spec, channel))
     # not asyncio.run: it would wait for threads still blocked in Spark after a cancel. The outcome is sent.

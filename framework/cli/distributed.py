@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 
 from mirrorline.clients.configfile import load_config_file
 
@@ -17,6 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from mirrorline.boot import event_loop
     from mirrorline.boot.distributed import run_distributed
     from mirrorline.boot.process import check_listener_free, parse_listener
     from mirrorline.runtime.worker_config import DISTRIBUTED_CONFIG_DEF
@@ -24,5 +24,5 @@ def _run(args: argparse.Namespace) -> int:
     worker = load_config_file(args.worker_config)
     # before the herder exists: it opens Kafka clients that a taken port would leave unclosed
     check_listener_free(parse_listener(DISTRIBUTED_CONFIG_DEF.parse(worker)["listeners"]))
-    asyncio.run(run_distributed(worker))
+    event_loop.run(run_distributed(worker))
     return 0

@@ -58,7 +58,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    return asyncio.run(_main(args))
+    from mirrorline.boot import event_loop
+
+    return event_loop.run(_main(args))
 
 
 async def _main(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ import sys
 import traceback
 
 from mirrorline import __version__
-from mirrorline.boot import gc_tuning, heap_trim
+from mirrorline.boot import event_loop, gc_tuning, heap_trim
 from mirrorline.clients import process_patches
 from mirrorline.cli import distributed, jobs, local_kafka, plugin_new, plugins, standalone
 
@@ -79,8 +79,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _register_plugin_commands(sub: argparse._SubParsersAction) -> None:
     """Add the subcommands plugins contribute through the ``register_commands`` hook."""
-    import asyncio
-
     from mirrorline.plugins import PluginRegistry
 
     registry = PluginRegistry.discover()
@@ -100,7 +98,7 @@ def _register_plugin_commands(sub: argparse._SubParsersAction) -> None:
             async def main() -> int:
                 return await command.run(args, ProcessLauncher(registry))
 
-            return asyncio.run(main())
+            return event_loop.run(main())
 
         command_parser.set_defaults(func=run)
 

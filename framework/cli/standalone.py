@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 
 from mirrorline.clients.configfile import load_config_file
 
@@ -17,9 +16,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from mirrorline.boot import event_loop
     from mirrorline.boot.standalone import run_standalone
 
     worker = load_config_file(args.worker_config)
     connectors = [load_config_file(path) for path in args.connector_configs]
-    asyncio.run(run_standalone(worker, connectors))
+    event_loop.run(run_standalone(worker, connectors))
     return 0
