@@ -25,7 +25,9 @@ median stays under 500 ms for 10 s: both engines start behind when the rate jump
 ``mm2`` (Java MM2 dedicated mode), ``mirrorline`` (batch forwarding, the default) and
 ``mirrorline-records`` (``batch.forwarding.enabled=false``, record by record as MM2); on request
 also ``mirrorline-gather-10``, ``mirrorline-gather-5`` and ``mirrorline-gather-0``
-(``replication.fetch.gather.ms`` 10, 5 and 0 instead of 25: lower latency at low rates for more CPU).
+(``replication.fetch.gather.ms`` 10, 5 and 0 instead of 25: lower latency at low rates for more CPU)
+and ``mirrorline-asyncio`` (the default on asyncio's own event loop, ``MIRRORLINE_EVENT_LOOP=asyncio``,
+instead of uvloop).
 
 Writes ``latency-cdf.png`` (the latency distributions, one panel per rate), ``latency-p99.png``
 and ``latency-results.json`` into ``--out``; with ``--keep-logs`` also each engine's log and a
@@ -78,7 +80,11 @@ ENGINES = {"mm2": [], "mirrorline": [], "mirrorline-records": ["batch.forwarding
            # the fetch gather wait's trade-off (replication.fetch.gather.ms, 25 by default): not run unless asked
            "mirrorline-gather-5": ["replication.fetch.gather.ms = 5"],
            "mirrorline-gather-10": ["replication.fetch.gather.ms = 10"],
-           "mirrorline-gather-0": ["replication.fetch.gather.ms = 0"]}
+           "mirrorline-gather-0": ["replication.fetch.gather.ms = 0"],
+           # the default engine on asyncio's own event loop instead of uvloop: not run unless asked
+           "mirrorline-asyncio": []}
+#: environment variables an engine runs with, on top of this process's
+ENGINE_ENV = {"mirrorline-asyncio": {"MIRRORLINE_EVENT_LOOP": "asyncio"}}
 #: the engines run when --engines is not given
 DEFAULT_ENGINES = ("mm2", "mirrorline", "mirrorline-records")
 
@@ -206,7 +212,7 @@ def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp
     props = tmp / f"{alias}.properties"
     props.write_text(properties(alias, a, b, topic, args.tasks, ENGINES[engine]))
     command = engine_command("mm2" if engine == "mm2" else "mirrorline", props)
-    running = Engine(command, tmp / f"{alias}-{engine}.log", name=engine)
+    running = Engine(command, tmp / f"{alias}-{engine}.log", env=ENGINE_ENV.get(engine), name=engine)
     consumer = Consumer({"bootstrap.servers": b, "group.id": f"lat-{uuid.uuid4().hex[:6]}",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
                          "topic.metadata.refresh.interval.ms": 1000, "fetch.wait.max.ms": 10})
