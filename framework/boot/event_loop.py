@@ -1,11 +1,11 @@
 """The event loop every mirrorline process runs on: uvloop where installed, else asyncio's own.
 
-A mirror task's CPU at low and moderate rates goes mostly to the requests it exchanges, not to
-the bytes: each fetch and each produce request is a few event-loop turns, socket reads and
-writes and callbacks, whatever it carries. uvloop (libuv, in C) does those turns for less CPU
-than asyncio's pure-Python selector loop. Measured side by side at 1 MB/s (1000-B records, 12
-partitions, ``tests/benchmarks/bench_latency.py``): 19.8 CPU-seconds in 150 s on uvloop against
-25.1 on asyncio's loop, and 35.5 against 47.8 with ``replication.fetch.gather.ms = 10``; see
+Every fetch and produce request is a few event-loop turns, socket reads and writes and
+callbacks, and a fetch answer of hundreds of KiB is read from the socket in pieces. uvloop
+(libuv, in C) does that for less CPU than asyncio's pure-Python selector loop. Measured in one
+sitting with ``tests/benchmarks/bench_latency.py`` (``mirrorline`` against ``mirrorline-asyncio``,
+1000-B records, 12 partitions, 150 s): 38.4 against 41.7 CPU-seconds at 30 MB/s (-8 %), 29.2
+against 37.1 at 10 MB/s (-21 %), 19.4 against 19.8 at 1 MB/s (-2 %, within the noise); see
 docs/performance.md.
 
 uvloop is a dependency wherever it builds (not on Windows). ``MIRRORLINE_EVENT_LOOP=asyncio``
