@@ -84,9 +84,9 @@ SOURCE_CONFIG_DEF = COMMON_CONFIG_DEF.merged(ConfigDef([
                   "wait this long on the source, so it bounds latency at low rates; a shorter wait makes "
                   "more fetch-and-produce round trips, which cost CPU. 0 turns gathering off: the broker "
                   "answers as soon as any record is there, as MM2's consumer does (fetch.min.bytes=1). At "
-                  "1 MB/s of 1 KB records over 2 tasks, 25 gave a p99 of 44 ms (MM2: 37) for 0.60x MM2's CPU, "
-                  "5 gave 24 ms for 1.4x (docs/performance.md). Idle tasks, and flows that bring 1 MiB "
-                  "sooner than the wait, are unaffected."),
+                  "1 MB/s of 1 KB records over 2 tasks, 25 gave a p99 of 42 ms (MM2: 21) for 0.53x MM2's CPU, "
+                  "10 gave 27 ms for 0.97x, 5 gave 21 ms for 1.24x (docs/performance.md). Idle tasks, and "
+                  "flows that bring 1 MiB sooner than the wait, are unaffected."),
     REPLICATION_METRICS_LEVEL_KEY,
     ConfigKey("heartbeats.replication.enabled", Type.BOOLEAN, default="true", importance=Importance.LOW,
               group=GROUP, doc="Replicate heartbeats topics whatever the topic filter says."),
