@@ -48,6 +48,7 @@ from mirrorline.clients.consumer import AIO_ERRORS
 from mirrorline.clients.errors import translate
 from mirrorline.clients.forwarded_batch import ForwardedBatch
 from mirrorline.clients.kafka_clients import client_kwargs
+from mirrorline.clients.key_partitioner import partition_for_key
 from mirrorline.clients.produce_lanes import enable_lanes
 from mirrorline.clients.retry_warnings import thin_retry_warnings
 
@@ -60,6 +61,13 @@ _MAX_REFRESH_BACKOFF_S = 1.0
 _CACHED_KEYS = 50_000
 #: ... for keys no longer than this (a connector writing large, ever-new keys gains nothing from it)
 _CACHED_KEY_BYTES = 512
+
+
+def _default_choice(known, key: bytes) -> int:
+    """The partition aiokafka's (and Java's) default partitioner gives ``key`` among the ``known``
+    partitions: the murmur2 index into them in ascending order (:mod:`.key_partitioner`)."""
+    index = partition_for_key(key, len(known))
+    return index if len(known) - 1 in known else sorted(known)[index]
 
 
 class _PartitionUnknown(Exception):
@@ -163,6 +171,82 @@ class RecordProducer(AIOKafkaProducer):
             except _PartitionUnknown:
                 continue
 
+    async def send_keyed(self, topic: str, records: list[tuple[bytes, bytes | None]],
+                         partition: int | None = None) -> list[RecordMetadata]:
+        """Write keyed records in as few batches as their partitions need; wait for every acknowledgement.
+
+        Each record goes where :meth:`send` would put it (``partition``, else the default
+        partitioner's choice for its key, as Java's producer), in order within its partition.
+        Instead of queueing each record through the accumulator, each partition's records are
+        appended to batches of up to ``batch.size`` (aiokafka's batch builder) and each batch is
+        queued once: the internal topics' writers hand over thousands of records at a time (an
+        offsets flush writes one per source partition). Returns each record's
+        :class:`RecordMetadata`, in the order given; a batch's failure raises its (translated)
+        error once every batch has ended.
+        """
+        if partition is not None and partition < 0:
+            raise ValueError(f"partition must be >= 0, not {partition} (topic {topic})")
+        if any(key is None for key, _value in records):
+            raise ValueError(f"send_keyed writes keyed records only (topic {topic})")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.max_block_ms / 1000
+        while True:
+            await self._wait_for_partition(topic, partition, deadline)
+            try:
+                chosen = self._partitions_of(topic, partition, records)
+                break
+            except _PartitionUnknown:
+                continue
+        by_partition: dict[int, list[int]] = {}
+        for index, target in enumerate(chosen):
+            by_partition.setdefault(target, []).append(index)
+        #: (future of one batch, [(record index, offset delta, record timestamp), ...])
+        sent: list[tuple[asyncio.Future, list[tuple[int, int, int]]]] = []
+        for target, indices in by_partition.items():
+            builder, placed = self.create_batch(), []
+            for index in indices:
+                key, value = records[index]
+                appended = builder.append(timestamp=None, key=key, value=value)
+                if appended is None:  # full: queue it, start the next (a first record always fits)
+                    sent.append((await self._queue_built(builder, topic, target, deadline), placed))
+                    builder, placed = self.create_batch(), []
+                    appended = builder.append(timestamp=None, key=key, value=value)
+                placed.append((index, appended.offset, appended.timestamp))
+            sent.append((await self._queue_built(builder, topic, target, deadline), placed))
+        results = await asyncio.gather(*(future for future, _placed in sent), return_exceptions=True)
+        written: list[RecordMetadata | None] = [None] * len(records)
+        for result, (_future, placed) in zip(results, sent):
+            if isinstance(result, BaseException):
+                raise result
+            for index, delta, timestamp in placed:
+                written[index] = RecordMetadata(topic, result.partition, result.offset + delta,
+                                                timestamp if result.timestamp == -1 else result.timestamp)
+        return written  # type: ignore[return-value]
+
+    def _partitions_of(self, topic: str, partition: int | None, records) -> list[int]:
+        """The partition of each keyed record, as :meth:`_partition` chooses it, with the partition
+        count looked up once (not once per record) when the default partitioner's choices are cached."""
+        known = self._metadata.partitions_for_topic(topic)
+        if not known or (partition is not None and partition not in known):
+            raise _PartitionUnknown()
+        if partition is not None:
+            return [partition] * len(records)
+        cache, count, chosen = self._key_partitions, len(known), []
+        for key, _value in records:
+            cached = cache.get((topic, key)) if type(self._partitioner) is DefaultPartitioner else None
+            chosen.append(cached[1] if cached is not None and cached[0] == count
+                          else self._partition(topic, None, None, None, key, None))
+        return chosen
+
+    async def _queue_built(self, builder, topic: str, partition: int, deadline: float) -> asyncio.Future:
+        """Queue one built batch for ``partition`` (known), waiting for it as :meth:`send` would."""
+        while True:
+            await self._wait_for_partition(topic, partition, deadline)
+            try:
+                return await self.send_batch(builder, topic, partition=partition)
+            except _PartitionUnknown:
+                continue
+
     async def _send_known(self, topic, value, key, partition, timestamp_ms, headers):
         if key is not None or value is not None:
             return await super().send(topic, value=value, key=key, partition=partition,
@@ -183,14 +267,14 @@ class RecordProducer(AIOKafkaProducer):
         if (partition is None and type(serialized_key) is bytes and len(serialized_key) <= _CACHED_KEY_BYTES
                 and type(self._partitioner) is DefaultPartitioner):
             # The default partitioner's choice for a key depends on the key and the partition count
-            # only; its murmur2 is pure Python. The internal topics' writers (offsets, configs,
+            # only; murmur2 is pure Python. The internal topics' writers (offsets, configs,
             # status) write the same few thousand keys over and over: thousands of source-partition
             # offsets per flush spent more time hashing than encoding.
             cache_key = (topic, serialized_key)
             cached = self._key_partitions.get(cache_key)
             if cached is not None and cached[0] == len(known):
                 return cached[1]
-            chosen = super()._partition(topic, partition, key, value, serialized_key, serialized_value)
+            chosen = _default_choice(known, serialized_key)
             if len(self._key_partitions) >= _CACHED_KEYS:
                 self._key_partitions.clear()
             self._key_partitions[cache_key] = (len(known), chosen)
@@ -324,6 +408,14 @@ class KafkaProducer(Producer):
     async def learn_topics(self, topics) -> None:
         """Describe every unknown topic of ``topics`` in one metadata refresh (before sending to them)."""
         await self._call(self._producer.learn_topics(topics))
+
+    async def send_keyed(self, topic: str, records: list[tuple[bytes, bytes | None]],
+                         partition: int | None = None) -> list[RecordMetadata]:
+        """Write keyed records batched by partition and wait for them (:meth:`RecordProducer.send_keyed`)."""
+        try:
+            return await self._producer.send_keyed(topic, records, partition)
+        except AIO_ERRORS as exc:
+            raise translate(exc) from exc
 
     async def send_record_batch(self, topic: str, partition: int, data: bytes, record_count: int) -> asyncio.Future:
         """Write one encoded record batch whole (:meth:`RecordProducer.send_record_batch`)."""

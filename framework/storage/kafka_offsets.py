@@ -57,6 +57,10 @@ def offset_value(offset: Mapping[str, Any] | None) -> bytes | None:
     """The record value: the offset as compact JSON, or None (tombstone)."""
     if offset is None:
         return None
+    if len(offset) == 1:
+        position = offset.get("offset")
+        if type(position) is int:  # MM2's {"offset": n}, written at every flush: what json.dumps gives, faster
+            return b'{"offset":%d}' % position
     return json.dumps(dict(offset), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 

@@ -19,6 +19,7 @@ from mirrorline.storage import (
     TargetState,
     partition_key,
 )
+from mirrorline.storage.kafka_offsets import offset_key
 from support.kafka import create_topic, partitions_of, read_all
 
 pytestmark = pytest.mark.integration
@@ -169,6 +170,50 @@ async def test_a_large_flush_is_not_decoded_by_its_own_tail(props, unique_name, 
     expected = [{"offset": 200 + i % 7} for i in range(len(parts))]
     assert await mine.get("src", parts) == expected
     assert await theirs.get("src", parts) == expected
+
+
+async def test_a_flush_lands_where_javas_partitioner_puts_each_key_at_the_offsets_put_recorded(
+        cluster_a, props, unique_name, stores):
+    """A flush is written in batches per partition (``KafkaProducer.send_keyed``), not record by
+    record: each record must still land in the partition a Java producer picks for its key (checked
+    against librdkafka's ``murmur2_random``, the same partitioner), in the order given within that
+    partition, at the offset ``put`` recorded for it (read back by librdkafka)."""
+    from confluent_kafka import Producer
+
+    from support.eos import read_committed_messages
+
+    bootstrap = cluster_a.bootstrap_servers
+    topic, probe = unique_name("offsets"), unique_name("probe")
+    store = await stores(KafkaOffsetStore(topic, props, partitions=7, replication_factor=1))
+    # 3,000 keys of ~70 bytes: several 16-KiB batches per partition
+    parts = [{"cluster": "A", "partition": p % 3, "topic": f"orders-{p // 3}"} for p in range(3000)]
+    await store.put("src", [(p, {"offset": i}) for i, p in enumerate(parts)])
+    await store.put("src", [(parts[0], None), (parts[1], {"offset": -5}), (parts[2], {"offset": 2, "x": "y"})])
+    keys = [offset_key("src", p) for p in parts]
+
+    await create_topic(bootstrap, probe, 7, {})
+    placed: dict[bytes, int] = {}
+
+    def place_with_librdkafka() -> None:
+        producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random"})
+        for key in keys:
+            producer.produce(probe, key=key, value=b"",
+                             on_delivery=lambda err, msg: placed.__setitem__(msg.key(), msg.partition()))
+        assert producer.flush(30) == 0
+
+    await asyncio.to_thread(place_with_librdkafka)
+    read = await asyncio.to_thread(read_committed_messages, bootstrap, topic)
+    landed = {key: partition for partition, records in read.items() for _, key, _ in records}
+    assert len(landed) == len(keys) and all(landed[key] == placed[key] for key in keys)
+    for partition, records in read.items():  # the first flush in the order given, then the second
+        first_flush = [key for key in keys if placed[key] == partition]
+        assert [key for _, key, _ in records[:len(first_flush)]] == first_flush
+    values = {(partition, offset): value for partition, records in read.items() for offset, _, value in records}
+    for i, part in enumerate(parts[:6]):
+        written_at = store._written_at[partition_key("src", part)]
+        expected = {0: None, 1: b'{"offset":-5}', 2: b'{"offset":2,"x":"y"}'}.get(i, b'{"offset":%d}' % i)
+        assert values[written_at] == expected, (i, written_at)
+    assert await store.get("src", parts[:4]) == [None, {"offset": -5}, {"offset": 2, "x": "y"}, {"offset": 3}]
 
 
 async def test_offset_tombstones_remove_partitions(props, unique_name, stores):

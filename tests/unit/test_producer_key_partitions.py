@@ -1,13 +1,13 @@
 """The producer remembers the default partitioner's choice per key, exactly as the partitioner chose."""
 
-import aiokafka.partitioner as partitioner_module
 from aiokafka.partitioner import DefaultPartitioner
 
+import mirrorline.clients.key_partitioner as key_partitioner
 from mirrorline.clients.producer import RecordProducer
 
 
 class CountingHash:
-    """Wraps aiokafka's murmur2, counting calls."""
+    """Wraps mirrorline's murmur2, counting calls."""
 
     def __init__(self, original):
         self.original, self.calls = original, 0
@@ -25,8 +25,8 @@ def _producer(monkeypatch, partitions: set[int], **kwargs) -> RecordProducer:
 
 
 async def test_keyed_partitions_are_hashed_once_and_match_the_partitioner(monkeypatch):
-    hashing = CountingHash(partitioner_module.murmur2)
-    monkeypatch.setattr(partitioner_module, "murmur2", hashing)
+    hashing = CountingHash(key_partitioner.murmur2)
+    monkeypatch.setattr(key_partitioner, "murmur2", hashing)
     partitions = set(range(25))
     producer = _producer(monkeypatch, partitions)
     try:
@@ -43,6 +43,10 @@ async def _check_keyed_partitions(producer, partitions, hashing):
     assert [producer._partition("offsets", None, k, b"v", k, b"v") for k in keys] == first
     assert hashing.calls == calls, "a key seen before was hashed again"
     assert producer._partition("offsets", 3, keys[0], b"v", keys[0], b"v") == 3  # an explicit partition wins
+    # send_keyed's partitions: the same choices, from the same cache
+    assert producer._partitions_of("offsets", None, [(k, b"v") for k in keys]) == first
+    assert producer._partitions_of("offsets", 3, [(k, b"v") for k in keys[:4]]) == [3] * 4
+    assert hashing.calls == calls, "a key seen before was hashed again"
 
     partitions.update(range(25, 40))  # the topic grew: every key is placed anew
     calls = hashing.calls
