@@ -162,14 +162,8 @@ class RecordProducer(AIOKafkaProducer):
         txn = self._txn_manager
         batch = ForwardedBatch(data, record_count,
                                transactional=txn is not None and txn.transactional_id is not None)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.max_block_ms / 1000
-        while True:
-            await self._wait_for_partition(topic, partition, deadline)
-            try:
-                return await self.send_batch(batch, topic, partition=partition)
-            except _PartitionUnknown:
-                continue
+        deadline = asyncio.get_running_loop().time() + self.max_block_ms / 1000
+        return await self._queue_built(batch, topic, partition, deadline)
 
     async def send_keyed(self, topic: str, records: list[tuple[bytes, bytes | None]],
                          partition: int | None = None) -> list[RecordMetadata]:
@@ -182,12 +176,15 @@ class RecordProducer(AIOKafkaProducer):
         queued once: the internal topics' writers hand over thousands of records at a time (an
         offsets flush writes one per source partition). Returns each record's
         :class:`RecordMetadata`, in the order given; a batch's failure raises its (translated)
-        error once every batch has ended.
+        error once every batch has ended. A record over ``max.request.size`` raises
+        ``MessageSizeTooLargeError`` as :meth:`send` does, and then none of them is written.
         """
         if partition is not None and partition < 0:
             raise ValueError(f"partition must be >= 0, not {partition} (topic {topic})")
         if any(key is None for key, _value in records):
             raise ValueError(f"send_keyed writes keyed records only (topic {topic})")
+        for key, value in records:  # max.request.size, checked as send() checks it, before anything is queued
+            self._serialize(key, value, [])
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.max_block_ms / 1000
         while True:
@@ -238,12 +235,13 @@ class RecordProducer(AIOKafkaProducer):
                           else self._partition(topic, None, None, None, key, None))
         return chosen
 
-    async def _queue_built(self, builder, topic: str, partition: int, deadline: float) -> asyncio.Future:
-        """Queue one built batch for ``partition`` (known), waiting for it as :meth:`send` would."""
+    async def _queue_built(self, batch, topic: str, partition: int, deadline: float) -> asyncio.Future:
+        """Queue one built (or forwarded) batch for ``partition``, waiting for the partition as
+        :meth:`send` would, until ``deadline`` (the loop's time); returns the batch's future."""
         while True:
             await self._wait_for_partition(topic, partition, deadline)
             try:
-                return await self.send_batch(builder, topic, partition=partition)
+                return await self.send_batch(batch, topic, partition=partition)
             except _PartitionUnknown:
                 continue
 
