@@ -221,18 +221,17 @@ class RecordProducer(AIOKafkaProducer):
         return written  # type: ignore[return-value]
 
     def _partitions_of(self, topic: str, partition: int | None, records) -> list[int]:
-        """The partition of each keyed record, as :meth:`_partition` chooses it, with the partition
-        count looked up once (not once per record) when the default partitioner's choices are cached."""
+        """The partition of each keyed record, as :meth:`_partition` chooses it, with the topic's
+        partitions looked up once for all of them, not once per record."""
         known = self._metadata.partitions_for_topic(topic)
         if not known or (partition is not None and partition not in known):
             raise _PartitionUnknown()
         if partition is not None:
             return [partition] * len(records)
-        cache, count, chosen = self._key_partitions, len(known), []
+        chosen = []
         for key, _value in records:
-            cached = cache.get((topic, key)) if type(self._partitioner) is DefaultPartitioner else None
-            chosen.append(cached[1] if cached is not None and cached[0] == count
-                          else self._partition(topic, None, None, None, key, None))
+            choice = self._cached_choice(topic, key, known)
+            chosen.append(choice if choice is not None else self._partition(topic, None, None, None, key, None))
         return chosen
 
     async def _queue_built(self, batch, topic: str, partition: int, deadline: float) -> asyncio.Future:
@@ -262,22 +261,31 @@ class RecordProducer(AIOKafkaProducer):
         known = self._metadata.partitions_for_topic(topic)
         if not known or (partition is not None and partition not in known):
             raise _PartitionUnknown()
-        if (partition is None and type(serialized_key) is bytes and len(serialized_key) <= _CACHED_KEY_BYTES
-                and type(self._partitioner) is DefaultPartitioner):
-            # The default partitioner's choice for a key depends on the key and the partition count
-            # only; murmur2 is pure Python. The internal topics' writers (offsets, configs,
-            # status) write the same few thousand keys over and over: thousands of source-partition
-            # offsets per flush spent more time hashing than encoding.
-            cache_key = (topic, serialized_key)
-            cached = self._key_partitions.get(cache_key)
-            if cached is not None and cached[0] == len(known):
-                return cached[1]
-            chosen = _default_choice(known, serialized_key)
-            if len(self._key_partitions) >= _CACHED_KEYS:
-                self._key_partitions.clear()
-            self._key_partitions[cache_key] = (len(known), chosen)
-            return chosen
+        if partition is None:
+            chosen = self._cached_choice(topic, serialized_key, known)
+            if chosen is not None:
+                return chosen
         return super()._partition(topic, partition, key, value, serialized_key, serialized_value)
+
+    def _cached_choice(self, topic: str, key, known) -> int | None:
+        """The default partitioner's partition for ``key`` among the ``known`` partitions, remembered
+        per key; None when it cannot be cached (another partitioner, or a key not small ``bytes``).
+
+        The choice depends on the key and the partition count only, and murmur2 is pure Python.
+        The internal topics' writers (offsets, configs, status) write the same few thousand keys
+        over and over: thousands of source-partition offsets per flush spent more time hashing
+        than encoding."""
+        if type(key) is not bytes or len(key) > _CACHED_KEY_BYTES or type(self._partitioner) is not DefaultPartitioner:
+            return None
+        cache_key = (topic, key)
+        cached = self._key_partitions.get(cache_key)
+        if cached is not None and cached[0] == len(known):
+            return cached[1]
+        chosen = _default_choice(known, key)
+        if len(self._key_partitions) >= _CACHED_KEYS:
+            self._key_partitions.clear()
+        self._key_partitions[cache_key] = (len(known), chosen)
+        return chosen
 
     async def learn_topics(self, topics) -> None:
         """Have every topic of ``topics`` the metadata lacks described in one refresh.

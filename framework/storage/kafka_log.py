@@ -151,8 +151,8 @@ class KafkaBasedLog:
 
         Keyed records (every internal topic's) are written in one batch per partition, or a few
         (:meth:`KafkaProducer.send_keyed`), not queued one by one. With the faster key hashing and
-        value encoding that came with it, an offsets flush of 8,000 source partitions went from 165
-        to 106 ms of CPU (377 to 254 ms for the first, which hashes every key;
+        value encoding that came with it, an offsets flush of 8,000 source partitions costs a quarter
+        to a third less CPU (first flush, which hashes every key: 0.67-0.69x;
         tests/benchmarks/bench_offsets_flush.py)."""
         if self._producer is None:
             raise RuntimeError(f"log {self.topic} is not started")

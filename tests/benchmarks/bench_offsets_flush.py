@@ -26,8 +26,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
 from mirrorline.localkafka.manager import LocalKafka  # noqa: E402
 from mirrorline.testing.fixtures import _free_base_port  # noqa: E402
 
