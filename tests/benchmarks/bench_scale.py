@@ -46,6 +46,7 @@ The load average is printed with every run; a run above ``--max-load`` is refuse
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import random
@@ -490,20 +491,27 @@ def run_engine(engine: str, alias: str, a: str, b: str, ports: dict[str, int], d
     return result
 
 
-def drop_copies(b: str, alias: str, b_data: Path, timeout: float = 180.0) -> None:
+def drop_copies(b: str, alias: str, b_data: Path, timeout: float = 300.0) -> None:
     """Delete a finished run's remote topics on B and wait until B has let go of their files.
 
     Two engines' copies of 8,000 partitions took B past this machine's 20,000 open files (each
     partition keeps its log and index files open) and it stopped accepting connections; each run
-    starts from the same B anyway (a fresh alias). A deleted partition's directory is renamed
-    ``*-delete`` and keeps its files open until ``file.delete.delay.ms`` (60 s) has passed, so the
-    next engine starts only once those directories are gone."""
+    starts from the same B anyway (a fresh alias). The broker deletes in two steps, both after the
+    DeleteTopics answer: it renames each partition's directory ``*-delete`` as it applies the
+    deletion, then removes the files ``file.delete.delay.ms`` (60 s) later. So the next engine
+    starts only once no directory of ``alias``'s topics is left, renamed or not. (Waiting for
+    ``*-delete`` directories alone missed the first step: right after DeleteTopics there were none
+    yet, and B then removed 8,000 partitions' files during the next engine's first minute. That
+    stalled a copy that starts at once, mirrorline's, more than MM2's, which starts copying after
+    about a minute: mirrorline took 97-112 s after MM2 against 45-46 s after itself.)"""
     dropped = scale_kit.delete_topics_with_prefix(b, f"{alias}.")
-    deadline = time.monotonic() + timeout
-    while (pending := sum(1 for _ in b_data.glob("*-delete"))) and time.monotonic() < deadline:
+    started = time.monotonic()
+    deadline = started + timeout
+    while (pending := sum(1 for _ in b_data.glob(f"{glob.escape(alias)}.*"))) and time.monotonic() < deadline:
         time.sleep(2)
-    left = f"; {pending} deleted partitions still on disk after {timeout:.0f} s" if pending else ""
-    log(f"    deleted {alias}'s {dropped} topics on B{left}")
+    left = f"; {pending} partition directories still on disk after {timeout:.0f} s" if pending else ""
+    log(f"    deleted {alias}'s {dropped} topics on B; their files gone after "
+        f"{time.monotonic() - started:.0f} s{left}")
 
 
 def build_env(engine: str, args) -> dict[str, str] | None:
