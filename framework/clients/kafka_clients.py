@@ -70,6 +70,8 @@ _PRODUCER = {
     "produce.connections.per.broker": ("produce_lanes", _INT),
     # Java's bound on bytes waiting to be sent; RecordProducer keeps it, the source task enforces it
     "buffer.memory": ("buffer_memory", _INT),
+    # Java's cap on a failed batch's exponential back-off (KIP-580); RecordProducer only
+    "retry.backoff.max.ms": ("retry_backoff_max_ms", _INT),
 }
 _CONSUMER = {
     "group.id": ("group_id", _STR),

@@ -16,20 +16,18 @@ flight, so a partition never has more than one batch on the wire, as with one la
 and transactional sequence numbers are assigned exactly as before. Kafka's Java producer gets a
 similar effect from ``max.in.flight.requests.per.connection`` (5 by default).
 
-(This touches aiokafka's sender and accumulator internals, which is why aiokafka is pinned to a
-minor version.)
+The requests themselves are sent by :mod:`mirrorline.clients.produce_retries`, which sends each
+share on the connection :class:`LaneClient` names. (This touches aiokafka's sender and accumulator
+internals, which is why aiokafka is pinned to a minor version.)
 """
 
 from __future__ import annotations
 
-import types
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from aiokafka.producer.sender import SendProduceReqHandler
-
-__all__ = ["MIN_SHARE_BYTES", "enable_lanes", "split_by_size"]
+__all__ = ["MIN_SHARE_BYTES", "LaneClient", "enable_lanes", "split_by_size"]
 
 #: requests are split only into shares of at least this many bytes (splitting tiny ones adds requests, not speed)
 MIN_SHARE_BYTES = 64 * 1024
@@ -56,7 +54,7 @@ def split_by_size(batches: Mapping[Any, Any], parts: int, size_of) -> list[dict]
     return shares
 
 
-class _LaneClient:
+class LaneClient:
     """The producer's client, as one produce request sees it: ``send`` goes out on the request's lane."""
 
     def __init__(self, client, lane: int):
@@ -79,11 +77,12 @@ def _batch_size(batch) -> int:
 def enable_lanes(producer, lanes: int) -> None:
     """Give an (unstarted) aiokafka producer ``lanes`` produce connections per broker (see the module docstring).
 
-    ``lanes <= 1`` leaves the producer as it is.
+    ``lanes <= 1`` leaves the producer as it is. The sender's in-flight keys become ``(node, lane)``
+    pairs: pass the same ``lanes`` to :func:`mirrorline.clients.produce_retries.install`, which sends
+    each share on its lane.
     """
     if lanes <= 1:
         return
-    sender = producer._sender
     accumulator = producer._message_accumulator
     drain = accumulator.drain_by_nodes
 
@@ -102,14 +101,4 @@ def enable_lanes(producer, lanes: int) -> None:
                 by_lane[(node, lane)] = share
         return by_lane, unknown_leaders_exist
 
-    async def send_on_lane(self, node_lane, batches):
-        node_id, lane = node_lane
-        handler = SendProduceReqHandler(self, batches)
-        handler._client = _LaneClient(self.client, lane)
-        await handler.do(node_id)
-        self._in_flight.remove(node_lane)
-        for tp in batches:
-            self._muted_partitions.remove(tp)
-
     accumulator.drain_by_nodes = drain_by_lanes
-    sender._send_produce_req = types.MethodType(send_on_lane, sender)

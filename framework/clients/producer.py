@@ -43,13 +43,13 @@ from aiokafka.producer.transaction_manager import TransactionState
 from mirrorline.api.clients import Producer
 from mirrorline.api.errors import ConnectError, PartitionNotAvailableError
 from mirrorline.api.records import RecordMetadata
-from mirrorline.clients import metadata_reuse, no_auto_create
+from mirrorline.clients import metadata_reuse, no_auto_create, produce_retries
 from mirrorline.clients.consumer import AIO_ERRORS
 from mirrorline.clients.errors import translate
 from mirrorline.clients.forwarded_batch import ForwardedBatch
 from mirrorline.clients.kafka_clients import client_kwargs
 from mirrorline.clients.key_partitioner import partition_for_key
-from mirrorline.clients.produce_lanes import enable_lanes
+from mirrorline.clients.produce_lanes import LaneClient, enable_lanes
 from mirrorline.clients.retry_warnings import thin_retry_warnings
 
 DEFAULT_MAX_BLOCK_MS = 60_000
@@ -107,20 +107,27 @@ class RecordProducer(AIOKafkaProducer):
     ``max_block_ms`` (Java ``max.block.ms``, default 60 s) bounds how long ``send`` waits for
     the topic, or the explicit partition, to appear in the metadata. ``allow_auto_create_topics``
     (default False) lets this producer's metadata requests have a broker auto-create a missing topic.
+    A batch a broker refuses with a retriable error waits ``retry_backoff_ms`` x 2^(n-1) after its
+    n-th failure, at most ``retry_backoff_max_ms`` (Java's ``retry.backoff.max.ms``, 1,000 ms), while
+    the others go on (see :mod:`mirrorline.clients.produce_retries`).
     """
 
     def __init__(self, *args, max_block_ms: int = DEFAULT_MAX_BLOCK_MS, allow_auto_create_topics: bool = False,
-                 produce_lanes: int = 1, buffer_memory: int = DEFAULT_BUFFER_MEMORY, **kwargs):
+                 produce_lanes: int = 1, buffer_memory: int = DEFAULT_BUFFER_MEMORY,
+                 retry_backoff_max_ms: int = produce_retries.DEFAULT_RETRY_BACKOFF_MAX_MS, **kwargs):
         if max_block_ms < 0:
             raise ValueError(f"max_block_ms must be >= 0, not {max_block_ms}")
         if buffer_memory < 0:
             raise ValueError(f"buffer.memory must be >= 0, not {buffer_memory}")
         if produce_lanes < 1:
             raise ValueError(f"produce.connections.per.broker must be >= 1, not {produce_lanes}")
+        if retry_backoff_max_ms < 0:
+            raise ValueError(f"retry.backoff.max.ms must be >= 0, not {retry_backoff_max_ms}")
         super().__init__(*args, **kwargs)
         #: (topic, key) -> (partition count, partition) the default partitioner chose (see _partition)
         self._key_partitions: dict[tuple[str, bytes], tuple[int, int]] = {}
         enable_lanes(self, produce_lanes)
+        produce_retries.install(self, produce_lanes, retry_backoff_max_ms, lane_client=LaneClient)
         thin_retry_warnings()
         self.max_block_ms = max_block_ms
         #: Java's ``buffer.memory``: what a source task may have handed over unacknowledged (the

@@ -24,8 +24,8 @@ settings: `mirrorline plugins --docs` (`GET /connector-plugins/{plugin}/config` 
 Client settings pass through by prefix and are not listed: `producer.*`, `consumer.*`, `admin.*`
 on the worker, `producer.override.*`, `consumer.override.*`, `admin.override.*` on a connector
 (Kafka's client names: `bootstrap.servers`, `security.protocol`, `sasl.*`, `ssl.*`, `acks`,
-`max.block.ms`, `delivery.timeout.ms`, `buffer.memory` ..., and mirrorline's own
-`produce.connections.per.broker`: see docs/performance.md).
+`max.block.ms`, `delivery.timeout.ms`, `buffer.memory`, `retry.backoff.ms`, `retry.backoff.max.ms`
+..., and mirrorline's own `produce.connections.per.broker`: see docs/performance.md).
 """
 
 

@@ -1,0 +1,180 @@
+"""Failed produce batches back off per batch, exponentially, as Java's producer (mirrorline.clients.produce_retries).
+
+Pure unit tests: the producer is never started; its client's ``send`` is replaced by one that
+answers each produce request from a script. The behaviour against real brokers is covered by the
+integration tests that stop and restart a target broker under a running mirror.
+"""
+
+import asyncio
+import time
+
+import pytest
+from aiokafka.errors import KafkaConnectionError
+from aiokafka.protocol.produce import ProduceResponse_v7
+from aiokafka.structs import TopicPartition
+
+from mirrorline.clients.produce_retries import DEFAULT_RETRY_BACKOFF_MAX_MS, JITTER, retry_backoff_s
+from mirrorline.clients.producer import RecordProducer
+
+NOT_LEADER_OR_FOLLOWER = 6
+BASE_MS = 40
+A, B = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+@pytest.mark.parametrize("failures, term_ms", [(1, 100), (2, 200), (3, 400), (4, 800), (5, 1000), (30, 1000)])
+def test_the_wait_doubles_per_failure_up_to_the_cap_with_javas_jitter(failures, term_ms):
+    """Java's ExponentialBackoff(retry.backoff.ms=100, 2, retry.backoff.max.ms=1000, 0.2) at attempts-1."""
+    low = retry_backoff_s(failures, 0.1, 1.0, draw=lambda: 0.0)
+    mid = retry_backoff_s(failures, 0.1, 1.0, draw=lambda: 0.5)
+    high = retry_backoff_s(failures, 0.1, 1.0, draw=lambda: 0.999999)
+    assert mid == pytest.approx(term_ms / 1000)
+    assert low == pytest.approx(term_ms / 1000 * (1 - JITTER))
+    assert high == pytest.approx(min(term_ms / 1000 * (1 + JITTER), 1.0), rel=1e-5)
+
+
+def test_a_cap_not_above_the_base_is_a_constant_wait_without_jitter():
+    assert retry_backoff_s(5, 0.5, 0.2, draw=lambda: 0.9) == 0.2
+    assert retry_backoff_s(1, 0.3, 0.3, draw=lambda: 0.9) == 0.3
+    assert retry_backoff_s(3, 0.0, 1.0, draw=lambda: 0.9) == 0.0
+
+
+def test_javas_default_cap():
+    assert DEFAULT_RETRY_BACKOFF_MAX_MS == 1000
+
+
+class ScriptedBroker:
+    """Answers each produce request with the error codes of the next entry of ``script``
+    (partition -> error code; missing partitions succeed), or raises it if it is an exception."""
+
+    def __init__(self, script):
+        self.script = list(script)
+        self.requests = []
+
+    async def send(self, node_id, request, **_kwargs):
+        partitions = {(topic, p) for topic, parts in request._topics for p, _data in parts}
+        self.requests.append((time.monotonic(), partitions))
+        step = self.script.pop(0)
+        if isinstance(step, Exception):
+            raise step
+        return ProduceResponse_v7(topics=[(topic, [(p, step.get((topic, p), 0), 10, -1, 0)])
+                                          for topic, p in sorted(partitions)], throttle_time_ms=0)
+
+
+@pytest.fixture
+async def producers():
+    made = []
+    yield made
+    for producer in made:
+        await producer.stop()
+
+
+async def _producer(monkeypatch, broker, made, lanes=2) -> RecordProducer:
+    producer = RecordProducer(bootstrap_servers="127.0.0.1:1", produce_lanes=lanes, retry_backoff_ms=BASE_MS)
+    made.append(producer)
+    monkeypatch.setattr(producer.client, "send", broker.send)
+    monkeypatch.setattr(producer.client, "force_metadata_update", lambda: None)
+    for tp in (A, B):
+        await producer._message_accumulator.add_message(tp, None, b"v", timeout=1)
+    return producer
+
+
+def _drain(producer, key, *tps) -> dict:
+    """What the sender does before a request: pop each partition's batch, mute it, mark the lane busy."""
+    sender = producer._sender
+    batches = {tp: producer._message_accumulator._pop_batch(tp) for tp in tps}
+    sender._in_flight.add(key)
+    sender._muted_partitions.update(tps)
+    return batches
+
+
+async def _wait_until(predicate, timeout=3.0) -> float:
+    started = time.monotonic()
+    while not predicate():
+        assert time.monotonic() - started < timeout, "not reached"
+        await asyncio.sleep(0.002)
+    return time.monotonic() - started
+
+
+async def test_a_refused_batch_waits_alone_while_its_lane_and_the_others_go_on(monkeypatch, producers):
+    broker = ScriptedBroker([{("t", 0): NOT_LEADER_OR_FOLLOWER}])
+    producer = await _producer(monkeypatch, broker, producers)
+    sender, accumulator = producer._sender, producer._message_accumulator
+    batches = _drain(producer, (0, 1), A, B)
+
+    await sender._send_produce_req((0, 1), batches)
+
+    assert (0, 1) not in sender._in_flight  # the lane is free at once, not after the back-off
+    assert batches[B].future.done() and batches[B].future.result().offset == 10
+    assert B not in sender._muted_partitions
+    assert A in sender._muted_partitions and A not in accumulator._batches  # waiting out its back-off
+    assert not batches[A].future.done()
+    waited = await _wait_until(lambda: A in accumulator._batches)
+    assert BASE_MS / 1000 * (1 - JITTER) - 0.01 <= waited <= BASE_MS / 1000 * (1 + JITTER) + 0.05
+    assert A not in sender._muted_partitions
+    assert accumulator._waiter_future.done()  # the sender is woken to send it again
+    assert accumulator._batches[A][0] is batches[A]  # the same batch, first in its partition's queue
+
+
+async def test_each_further_failure_doubles_the_wait(monkeypatch, producers):
+    broker = ScriptedBroker([{("t", 0): NOT_LEADER_OR_FOLLOWER}] * 3)
+    producer = await _producer(monkeypatch, broker, producers)
+    accumulator = producer._message_accumulator
+    waits = []
+    for _attempt in range(3):
+        batches = _drain(producer, (0, 0), A)
+        await producer._sender._send_produce_req((0, 0), batches)
+        waits.append(await _wait_until(lambda: A in accumulator._batches))
+    for failures, waited in enumerate(waits, 1):
+        term = BASE_MS / 1000 * 2 ** (failures - 1)
+        assert term * (1 - JITTER) - 0.01 <= waited <= term * (1 + JITTER) + 0.05, (failures, waits)
+
+
+async def test_a_lost_connection_retries_every_batch_of_the_request(monkeypatch, producers):
+    broker = ScriptedBroker([KafkaConnectionError("gone")])
+    producer = await _producer(monkeypatch, broker, producers, lanes=1)
+    sender, accumulator = producer._sender, producer._message_accumulator
+    batches = _drain(producer, 0, A, B)
+
+    await sender._send_produce_req(0, batches)
+
+    assert 0 not in sender._in_flight
+    assert {A, B} <= sender._muted_partitions
+    await _wait_until(lambda: A in accumulator._batches and B in accumulator._batches)
+    assert not sender._muted_partitions
+    assert not any(batch.future.done() for batch in batches.values())
+
+
+async def test_stopping_the_sender_puts_waiting_batches_back_at_once(monkeypatch, producers):
+    broker = ScriptedBroker([{("t", 0): NOT_LEADER_OR_FOLLOWER}])
+    producer = await _producer(monkeypatch, broker, producers)
+    producer._sender._retry_backoff = 30.0  # would wait far longer than the test
+    batches = _drain(producer, (0, 0), A)
+    await producer._sender._send_produce_req((0, 0), batches)
+    assert A not in producer._message_accumulator._batches
+
+    await producer._sender.close()
+
+    assert producer._message_accumulator._batches[A][0] is batches[A]
+    assert A not in producer._sender._muted_partitions
+
+
+async def test_retry_backoff_max_ms_from_a_producer_config_caps_the_wait(monkeypatch, producers):
+    from mirrorline.clients.kafka_clients import client_kwargs
+
+    kwargs, ignored = client_kwargs({"bootstrap.servers": "127.0.0.1:1", "retry.backoff.ms": str(BASE_MS),
+                                     "retry.backoff.max.ms": str(BASE_MS)}, "producer")
+    assert not ignored
+    producer = RecordProducer(**kwargs)
+    producers.append(producer)
+    broker = ScriptedBroker([{("t", 0): NOT_LEADER_OR_FOLLOWER}] * 3)
+    monkeypatch.setattr(producer.client, "send", broker.send)
+    await producer._message_accumulator.add_message(A, None, b"v", timeout=1)
+    for _attempt in range(3):
+        await producer._sender._send_produce_req(0, _drain(producer, 0, A))
+        waited = await _wait_until(lambda: A in producer._message_accumulator._batches)
+        assert waited <= BASE_MS / 1000 + 0.05  # constant, as Java with retry.backoff.max.ms <= retry.backoff.ms
+
+
+async def test_a_negative_retry_backoff_max_ms_is_refused():
+    with pytest.raises(ValueError, match="retry.backoff.max.ms"):
+        RecordProducer(bootstrap_servers="127.0.0.1:1", retry_backoff_max_ms=-1)
