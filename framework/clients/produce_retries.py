@@ -5,10 +5,11 @@ while a broker is still making new partitions writable, a lost connection) by sl
 ``retry.backoff.ms`` inside the request's task, its connection still counted busy, and then
 putting every failed batch back at once. So every failing partition is asked again every
 ``retry.backoff.ms`` (100) plus a round trip, each time with its whole batch. A mirror that
-starts on thousands of remote topics it has just created sends every one of them before the
-target broker has made them writable: measured at 8,000 partitions on one broker, more than
-100,000 refused partition writes in 40 s, and the broker, busy refusing tens of MiB a second,
-made partitions writable at a third of its pace when left alone.
+starts on thousands of remote topics it has just created writes to every one of them before
+the target broker has made them writable: at 8,000 partitions on one broker, up to more than
+100,000 refused partition writes in 40 s, while that broker made the partitions writable at a
+third of the pace it made MM2's (MM2 writes nothing in its first minute); see
+docs/performance.md, *The copy is B making partitions writable*.
 
 Here (:func:`install`) a produce request's task ends as soon as its response is handled, so its
 connection is free for the next request at once. Each failed batch stays muted (its partition

@@ -100,7 +100,24 @@ async def test_unacknowledged_bytes_stay_under_buffer_memory(cluster_a, make_top
         while (runner.task.next < RECORDS or runner._unacked_bytes) and loop.time() < deadline and not failures:
             await asyncio.sleep(0.05)
     finally:
+        unacknowledged = runner._unacked_bytes
         await runner.stop(5.0)
     assert not failures, failures
     assert SIZE < most <= LIMIT, most  # several writes were in flight at once, never more than the bound
-    assert await asyncio.to_thread(read_back, cluster_a.bootstrap_servers, topic) == list(range(RECORDS))
+    seen = await asyncio.to_thread(read_back, cluster_a.bootstrap_servers, topic)
+    assert seen == list(range(RECORDS)), describe_difference(seen, handed_over=runner.task.next,
+                                                             unacknowledged=unacknowledged)
+
+
+def describe_difference(seen: list[int], handed_over: int, unacknowledged: int) -> str:
+    """What differs between the records read back and 0..RECORDS-1, in one line (a loss, a
+    duplicate and a reordering call for different chases)."""
+    counts: dict[int, int] = {}
+    for value in seen:
+        counts[value] = counts.get(value, 0) + 1
+    missing = [value for value in range(RECORDS) if value not in counts]
+    duplicated = sorted(value for value, count in counts.items() if count > 1)
+    backwards = [i for i in range(1, len(seen)) if seen[i] < seen[i - 1]]
+    return (f"read {len(seen)} of {RECORDS} records: missing {missing[:20]} ({len(missing)}), duplicated "
+            f"{duplicated[:20]} ({len(duplicated)}), {len(backwards)} step(s) back at {backwards[:10]}; the task "
+            f"had handed over {handed_over} and had {unacknowledged} bytes unacknowledged when stopped")
