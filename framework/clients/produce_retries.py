@@ -16,7 +16,9 @@ connection is free for the next request at once. Each failed batch stays muted (
 sends nothing, so order and idempotent sequence numbers hold exactly as before) and goes back to
 the accumulator after its own back-off, as in Java's producer since Kafka 3.7:
 ``retry.backoff.ms`` x 2^(n-1) after its n-th failed attempt, with +-20 % jitter, at most
-``retry.backoff.max.ms`` (1,000 ms by default, Java's).
+``retry.backoff.max.ms`` (1,000 ms by default, Java's). The metadata refresh a refusal asks for
+comes at most once per ``retry.backoff.ms`` after the last one, as Java's producer spaces them,
+not back to back (:class:`_SpacedRefresh`).
 
 (This replaces aiokafka's ``Sender._send_produce_req`` and relies on its accumulator's and
 sender's internals, which is why aiokafka is pinned to a minor version.)
@@ -28,6 +30,7 @@ import asyncio
 import logging
 import math
 import random
+import time
 import types
 from collections.abc import Callable
 from typing import Any
@@ -83,6 +86,56 @@ class _HandledOnce(SendProduceReqHandler):
         return self._to_reenqueue
 
 
+class _SpacedRefresh:
+    """A producer's metadata refreshes asked for by refused writes: at most one per ``retry.backoff.ms``
+    after the last refresh, as Java's producer spaces them. aiokafka starts one at every refusal, so
+    a burst of refusals kept the broker answering full metadata requests back to back."""
+
+    def __init__(self, client, interval_s: float, clock: Callable[[], float] = time.time):
+        self._client = client
+        self._interval_s = interval_s
+        self._clock = clock
+        self._due: asyncio.TimerHandle | None = None
+
+    def request(self) -> None:
+        """Refresh now if the last refresh is ``retry.backoff.ms`` old, else once when it will be."""
+        if self._due is not None:
+            return  # one is already due: it will carry this refusal's news too
+        since_s = self._clock() - self._client.cluster._last_refresh_ms / 1000  # aiokafka stamps wall-clock ms
+        if since_s >= self._interval_s:
+            self._client.force_metadata_update()
+        else:
+            self._due = asyncio.get_running_loop().call_later(self._interval_s - since_s, self._refresh)
+
+    def _refresh(self) -> None:
+        self._due = None
+        self._client.force_metadata_update()
+
+    def cancel(self) -> None:
+        """Drop a refresh still due (the sender stops)."""
+        if self._due is not None:
+            self._due.cancel()
+            self._due = None
+
+
+class _RefusalClient:
+    """The client as one produce request's handler sees it: sends go out as given (on a lane or
+    not), refresh requests go through the producer's :class:`_SpacedRefresh`."""
+
+    def __init__(self, client, refresh: _SpacedRefresh):
+        self._client = client
+        self._refresh = refresh
+
+    async def send(self, node_id, request, **kwargs):
+        return await self._client.send(node_id, request, **kwargs)
+
+    def force_metadata_update(self) -> None:
+        self._refresh.request()
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+
 class _Retries:
     """The batches waiting out their back-off, each with the timer that puts it back."""
 
@@ -124,12 +177,13 @@ def install(producer, lanes: int, retry_backoff_max_ms: int = DEFAULT_RETRY_BACK
         raise ValueError(f"retry.backoff.max.ms must be >= 0, not {retry_backoff_max_ms}")
     sender = producer._sender
     retries = _Retries(sender, producer._message_accumulator, retry_backoff_max_ms / 1000)
+    refresh = _SpacedRefresh(sender.client, sender._retry_backoff)
 
     async def send_produce_req(self, key, batches):
         node_id, lane = key if lanes > 1 else (key, 0)
         handler = _HandledOnce(self, batches)
-        if lane and lane_client is not None:
-            handler._client = lane_client(self.client, lane)
+        client = lane_client(self.client, lane) if lane and lane_client is not None else self.client
+        handler._client = _RefusalClient(client, refresh)
         failed = await handler.send(node_id)
         self._in_flight.remove(key)
         retried = {batch.tp for batch in failed}
@@ -143,6 +197,7 @@ def install(producer, lanes: int, retry_backoff_max_ms: int = DEFAULT_RETRY_BACK
 
     async def close_and_put_back():
         await close()
+        refresh.cancel()
         retries.put_all_back()
 
     sender._send_produce_req = types.MethodType(send_produce_req, sender)

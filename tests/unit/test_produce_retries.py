@@ -178,3 +178,57 @@ async def test_retry_backoff_max_ms_from_a_producer_config_caps_the_wait(monkeyp
 async def test_a_negative_retry_backoff_max_ms_is_refused():
     with pytest.raises(ValueError, match="retry.backoff.max.ms"):
         RecordProducer(bootstrap_servers="127.0.0.1:1", retry_backoff_max_ms=-1)
+
+
+class RefreshCounter:
+    """A client whose metadata was last refreshed at ``refreshed_s`` (wall clock) and that counts forced refreshes."""
+
+    def __init__(self, refreshed_s: float):
+        self.cluster = type("Cluster", (), {"_last_refresh_ms": refreshed_s * 1000})()
+        self.forced = 0
+
+    def force_metadata_update(self):
+        self.forced += 1
+
+
+async def test_refusals_refresh_the_metadata_at_most_once_per_retry_backoff():
+    from mirrorline.clients.produce_retries import _SpacedRefresh
+
+    now = time.time()
+    client = RefreshCounter(refreshed_s=now - 0.01)  # refreshed 10 ms ago
+    spaced = _SpacedRefresh(client, interval_s=BASE_MS / 1000)
+    for _refusal in range(50):  # a burst of refusals
+        spaced.request()
+    assert client.forced == 0  # not back to back with the last refresh
+    await _wait_until(lambda: client.forced == 1)
+    await asyncio.sleep(BASE_MS / 1000 * 2)
+    assert client.forced == 1  # one refresh for the whole burst
+
+    client.cluster._last_refresh_ms = (time.time() - 1) * 1000  # the last refresh is old: at once
+    spaced.request()
+    assert client.forced == 2
+
+
+async def test_a_refresh_still_due_is_dropped_when_the_sender_stops():
+    from mirrorline.clients.produce_retries import _SpacedRefresh
+
+    client = RefreshCounter(refreshed_s=time.time())
+    spaced = _SpacedRefresh(client, interval_s=BASE_MS / 1000)
+    spaced.request()
+    spaced.cancel()
+    await asyncio.sleep(BASE_MS / 1000 * 2)
+    assert client.forced == 0
+
+
+async def test_a_refused_write_asks_for_its_refresh_through_the_spacing(monkeypatch, producers):
+    broker = ScriptedBroker([{("t", 0): NOT_LEADER_OR_FOLLOWER}, {("t", 1): NOT_LEADER_OR_FOLLOWER}])
+    producer = await _producer(monkeypatch, broker, producers)
+    forced = []
+    monkeypatch.setattr(producer.client, "force_metadata_update", lambda: forced.append(time.monotonic()))
+    producer.client.cluster._last_refresh_ms = time.time() * 1000  # just refreshed
+    await producer._sender._send_produce_req((0, 0), _drain(producer, (0, 0), A))
+    await producer._sender._send_produce_req((0, 1), _drain(producer, (0, 1), B))
+    assert not forced
+    await _wait_until(lambda: forced)
+    await asyncio.sleep(BASE_MS / 1000 * 2)
+    assert len(forced) == 1  # both refusals, one refresh
