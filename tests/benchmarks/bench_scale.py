@@ -497,7 +497,7 @@ def settle_disk() -> float:
     Both clusters share one disk here, and a broker makes each new partition with a few fsyncs
     (its ``partition.metadata`` and leader-epoch checkpoint), which on ext4 also wait for the data
     the journal orders before them. A 4-KB write and fsync takes 0.9 ms on this idle disk and
-    2.5-6 ms on average (up to 60 ms) while an engine copies 8,000 partitions, so B's pace of
+    2.3-5.9 ms on average (up to 60 ms) while an engine copies 8,000 partitions, so B's pace of
     making partitions depends on what the disk is writing. The sync makes sure no engine's run
     waits on what the data set or the previous run left to write back. (It found 0.0-0.2 s of
     work before each run on 2026-11-29: the slower partition making during mirrorline's copies

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 
 import pytest
 from confluent_kafka import Consumer as RdConsumer
@@ -112,9 +113,7 @@ async def test_unacknowledged_bytes_stay_under_buffer_memory(cluster_a, make_top
 def describe_difference(seen: list[int], handed_over: int, unacknowledged: int) -> str:
     """What differs between the records read back and 0..RECORDS-1, in one line (a loss, a
     duplicate and a reordering call for different chases)."""
-    counts: dict[int, int] = {}
-    for value in seen:
-        counts[value] = counts.get(value, 0) + 1
+    counts = Counter(seen)
     missing = [value for value in range(RECORDS) if value not in counts]
     duplicated = sorted(value for value, count in counts.items() if count > 1)
     backwards = [i for i in range(1, len(seen)) if seen[i] < seen[i - 1]]
