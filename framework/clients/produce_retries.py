@@ -37,6 +37,9 @@ from typing import Any
 
 from aiokafka.errors import KafkaError
 from aiokafka.producer.sender import SendProduceReqHandler
+from aiokafka.structs import TopicPartition
+
+from mirrorline.clients.partition_readiness import NOT_WRITABLE_YET, ReadinessProbe
 
 __all__ = ["DEFAULT_RETRY_BACKOFF_MAX_MS", "JITTER", "install", "retry_backoff_s"]
 
@@ -62,7 +65,12 @@ def retry_backoff_s(failures: int, base_s: float, max_s: float, draw: Callable[[
 
 
 class _HandledOnce(SendProduceReqHandler):
-    """aiokafka's produce request handler without its sleep: ``send`` returns the batches to retry."""
+    """aiokafka's produce request handler without its sleep: ``send`` returns the batches to retry,
+    and ``not_writable`` holds the partitions the broker refused as not made yet."""
+
+    def __init__(self, sender, batches):
+        super().__init__(sender, batches)
+        self.not_writable: set[TopicPartition] = set()
 
     async def send(self, node_id) -> list:
         request = self.create_request()
@@ -84,6 +92,13 @@ class _HandledOnce(SendProduceReqHandler):
             else:
                 self.handle_response(response)  # fills _to_reenqueue with the retriable failures
         return self._to_reenqueue
+
+    def handle_response(self, response):
+        for topic, partitions in response.topics:
+            for answer in partitions:
+                if answer[1] in NOT_WRITABLE_YET:  # (partition, error_code, ...) in every version
+                    self.not_writable.add(TopicPartition(topic, answer[0]))
+        super().handle_response(response)
 
 
 class _SpacedRefresh:
@@ -148,12 +163,15 @@ class _Retries:
     def later(self, batches: list) -> None:
         """Put each of ``batches`` back after its back-off (its partition stays muted meanwhile)."""
         loop = asyncio.get_running_loop()
-        base_s = self._sender._retry_backoff
         for batch in batches:
-            delay = retry_backoff_s(batch.retry_count, base_s, self._max_s)
-            self._waiting[batch] = loop.call_later(delay, self._put_back, batch)
+            self._waiting[batch] = loop.call_later(self.backoff(batch.retry_count), self.put_back, batch)
 
-    def _put_back(self, batch) -> None:
+    def backoff(self, failures: int) -> float:
+        """Seconds to wait after a batch's ``failures``-th failed attempt."""
+        return retry_backoff_s(failures, self._sender._retry_backoff, self._max_s)
+
+    def put_back(self, batch) -> None:
+        """Put ``batch`` back first in its partition's queue, unmute the partition, wake the sender."""
         self._waiting.pop(batch, None)
         self._accumulator.reenqueue(batch)
         self._sender._muted_partitions.discard(batch.tp)
@@ -165,7 +183,7 @@ class _Retries:
         """Put every waiting batch back now (the sender stops: aiokafka leaves retried batches queued too)."""
         for batch, timer in list(self._waiting.items()):
             timer.cancel()
-            self._put_back(batch)
+            self.put_back(batch)
 
 
 def install(producer, lanes: int, retry_backoff_max_ms: int = DEFAULT_RETRY_BACKOFF_MAX_MS,
@@ -176,8 +194,13 @@ def install(producer, lanes: int, retry_backoff_max_ms: int = DEFAULT_RETRY_BACK
     if retry_backoff_max_ms < 0:
         raise ValueError(f"retry.backoff.max.ms must be >= 0, not {retry_backoff_max_ms}")
     sender = producer._sender
-    retries = _Retries(sender, producer._message_accumulator, retry_backoff_max_ms / 1000)
+    max_s = retry_backoff_max_ms / 1000
+    retries = _Retries(sender, producer._message_accumulator, max_s)
     refresh = _SpacedRefresh(sender.client, sender._retry_backoff)
+    probe = ReadinessProbe(sender.client, release=retries.put_back, fallback=lambda batch: retries.later([batch]),
+                           refresh=refresh.request, backoff=retries.backoff, base_s=sender._retry_backoff,
+                           max_s=max_s, may_expire=sender._txn_manager is None)
+    producer.readiness_probe = probe
 
     async def send_produce_req(self, key, batches):
         node_id, lane = key if lanes > 1 else (key, 0)
@@ -191,13 +214,18 @@ def install(producer, lanes: int, retry_backoff_max_ms: int = DEFAULT_RETRY_BACK
             if tp not in retried:
                 self._muted_partitions.remove(tp)
         if failed:
-            retries.later(failed)
+            for batch in failed:
+                if batch.tp in handler.not_writable:
+                    probe.hold(node_id, batch)
+            retries.later([batch for batch in failed if batch.tp not in handler.not_writable])
 
     close = sender.close
 
     async def close_and_put_back():
         await close()
         refresh.cancel()
+        for batch in probe.stop():
+            retries.put_back(batch)
         retries.put_all_back()
 
     sender._send_produce_req = types.MethodType(send_produce_req, sender)

@@ -1,8 +1,10 @@
-"""Failed produce batches back off per batch, exponentially, as Java's producer (mirrorline.clients.produce_retries).
+"""Failed produce batches back off per batch, exponentially, as Java's producer (mirrorline.clients.produce_retries),
+and batches refused as not writable yet wait for a probe to say they are (mirrorline.clients.partition_readiness).
 
 Pure unit tests: the producer is never started; its client's ``send`` is replaced by one that
-answers each produce request from a script. The behaviour against real brokers is covered by the
-integration tests that stop and restart a target broker under a running mirror.
+answers each produce request from a script, and each ListOffsets probe from another. The
+behaviour against real brokers is covered by tests/integration/test_refused_writes_wait.py and by
+the fault tests that stop and restart a target broker under a running mirror.
 """
 
 import asyncio
@@ -10,6 +12,7 @@ import time
 
 import pytest
 from aiokafka.errors import KafkaConnectionError
+from aiokafka.protocol.offset import OffsetRequest, OffsetResponse_v4
 from aiokafka.protocol.produce import ProduceResponse_v7
 from aiokafka.structs import TopicPartition
 
@@ -17,6 +20,9 @@ from mirrorline.clients.produce_retries import DEFAULT_RETRY_BACKOFF_MAX_MS, JIT
 from mirrorline.clients.producer import RecordProducer
 
 NOT_LEADER_OR_FOLLOWER = 6
+UNKNOWN_TOPIC_OR_PARTITION = 3
+NOT_ENOUGH_REPLICAS = 19  # retriable, and not "not made yet": the ordinary back-off path
+TOPIC_AUTHORIZATION_FAILED = 29
 BASE_MS = 40
 A, B = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -44,13 +50,18 @@ def test_javas_default_cap():
 
 class ScriptedBroker:
     """Answers each produce request with the error codes of the next entry of ``script``
-    (partition -> error code; missing partitions succeed), or raises it if it is an exception."""
+    (partition -> error code; missing partitions succeed), or raises it if it is an exception;
+    each ListOffsets probe likewise from ``probe_script`` (once empty: every partition writable)."""
 
-    def __init__(self, script):
+    def __init__(self, script, probe_script=()):
         self.script = list(script)
+        self.probe_script = list(probe_script)
         self.requests = []
+        self.probes = []
 
     async def send(self, node_id, request, **_kwargs):
+        if isinstance(request, OffsetRequest):
+            return self._probe(node_id, request)
         partitions = {(topic, p) for topic, parts in request._topics for p, _data in parts}
         self.requests.append((time.monotonic(), partitions))
         step = self.script.pop(0)
@@ -58,6 +69,16 @@ class ScriptedBroker:
             raise step
         return ProduceResponse_v7(topics=[(topic, [(p, step.get((topic, p), 0), 10, -1, 0)])
                                           for topic, p in sorted(partitions)], throttle_time_ms=0)
+
+    def _probe(self, node_id, request):
+        partitions = {(topic, p) for topic, parts in request._topics for p, timestamp in parts}
+        assert all(timestamp == -1 for _topic, parts in request._topics for _p, timestamp in parts)  # latest
+        self.probes.append((time.monotonic(), node_id, partitions))
+        step = self.probe_script.pop(0) if self.probe_script else {}
+        if isinstance(step, Exception):
+            raise step
+        return OffsetResponse_v4(throttle_time_ms=0, topics=[(topic, [(p, step.get((topic, p), 0), -1, 10, 0)])
+                                                             for topic, p in sorted(partitions)])
 
 
 @pytest.fixture
@@ -96,7 +117,7 @@ async def _wait_until(predicate, timeout=3.0) -> float:
 
 
 async def test_a_refused_batch_waits_alone_while_its_lane_and_the_others_go_on(monkeypatch, producers):
-    broker = ScriptedBroker([{("t", 0): NOT_LEADER_OR_FOLLOWER}])
+    broker = ScriptedBroker([{("t", 0): NOT_ENOUGH_REPLICAS}])
     producer = await _producer(monkeypatch, broker, producers)
     sender, accumulator = producer._sender, producer._message_accumulator
     batches = _drain(producer, (0, 1), A, B)
@@ -116,7 +137,7 @@ async def test_a_refused_batch_waits_alone_while_its_lane_and_the_others_go_on(m
 
 
 async def test_each_further_failure_doubles_the_wait(monkeypatch, producers):
-    broker = ScriptedBroker([{("t", 0): NOT_LEADER_OR_FOLLOWER}] * 3)
+    broker = ScriptedBroker([{("t", 0): NOT_ENOUGH_REPLICAS}] * 3)
     producer = await _producer(monkeypatch, broker, producers)
     accumulator = producer._message_accumulator
     waits = []
@@ -145,7 +166,7 @@ async def test_a_lost_connection_retries_every_batch_of_the_request(monkeypatch,
 
 
 async def test_stopping_the_sender_puts_waiting_batches_back_at_once(monkeypatch, producers):
-    broker = ScriptedBroker([{("t", 0): NOT_LEADER_OR_FOLLOWER}])
+    broker = ScriptedBroker([{("t", 0): NOT_ENOUGH_REPLICAS}])
     producer = await _producer(monkeypatch, broker, producers)
     producer._sender._retry_backoff = 30.0  # would wait far longer than the test
     batches = _drain(producer, (0, 0), A)
@@ -166,7 +187,7 @@ async def test_retry_backoff_max_ms_from_a_producer_config_caps_the_wait(monkeyp
     assert not ignored
     producer = RecordProducer(**kwargs)
     producers.append(producer)
-    broker = ScriptedBroker([{("t", 0): NOT_LEADER_OR_FOLLOWER}] * 3)
+    broker = ScriptedBroker([{("t", 0): NOT_ENOUGH_REPLICAS}] * 3)
     monkeypatch.setattr(producer.client, "send", broker.send)
     await producer._message_accumulator.add_message(A, None, b"v", timeout=1)
     for _attempt in range(3):
@@ -232,3 +253,113 @@ async def test_a_refused_write_asks_for_its_refresh_through_the_spacing(monkeypa
     await _wait_until(lambda: forced)
     await asyncio.sleep(BASE_MS / 1000 * 2)
     assert len(forced) == 1  # both refusals, one refresh
+
+
+def _leader(producer, node_id=0) -> None:
+    """The producer's metadata names ``node_id`` leader of every partition."""
+    producer.client.cluster.leader_for_partition = lambda tp: node_id
+
+
+async def test_a_batch_refused_as_not_made_yet_is_probed_not_resent(monkeypatch, producers):
+    broker = ScriptedBroker([{("t", 0): NOT_LEADER_OR_FOLLOWER}],
+                            probe_script=[{("t", 0): NOT_LEADER_OR_FOLLOWER}, {("t", 0): UNKNOWN_TOPIC_OR_PARTITION}])
+    producer = await _producer(monkeypatch, broker, producers)
+    _leader(producer)
+    sender, accumulator, probe = producer._sender, producer._message_accumulator, producer.readiness_probe
+    batches = _drain(producer, (0, 1), A, B)
+    sent_at = time.monotonic()
+
+    await sender._send_produce_req((0, 1), batches)
+
+    assert batches[B].future.done() and A in sender._muted_partitions and probe.held == 1
+    await _wait_until(lambda: A in accumulator._batches)
+    assert len(broker.requests) == 1  # the refused batch was not sent again while its partition was not made
+    assert [partitions for _at, _node, partitions in broker.probes] == [{("t", 0)}] * 3
+    assert {node for _at, node, _partitions in broker.probes} == {0}  # asked of the broker that refused it
+    gaps = [at - before for (at, *_), before in zip(broker.probes, [sent_at] + [at for at, *_ in broker.probes])]
+    for failures, gap in enumerate(gaps, 1):  # each probe waits the batch's own back-off, doubling
+        term = BASE_MS / 1000 * 2 ** (failures - 1)
+        assert term * (1 - JITTER) - 0.01 <= gap <= term * (1 + JITTER) + 0.05, (failures, gaps)
+    assert accumulator._batches[A][0] is batches[A] and A not in sender._muted_partitions
+    assert not batches[A].future.done()
+    assert probe.held == 0
+    assert probe.counters == {"held": 1, "probes": 3, "still_refused": 2, "answered_writable": 1}
+
+
+async def test_partitions_refused_together_are_probed_in_one_request(monkeypatch, producers):
+    broker = ScriptedBroker([{("t", 0): NOT_LEADER_OR_FOLLOWER, ("t", 1): UNKNOWN_TOPIC_OR_PARTITION}])
+    producer = await _producer(monkeypatch, broker, producers)
+    _leader(producer)
+    await producer._sender._send_produce_req((0, 0), _drain(producer, (0, 0), A, B))
+    await _wait_until(lambda: A in producer._message_accumulator._batches and B in producer._message_accumulator._batches)
+    assert [partitions for _at, _node, partitions in broker.probes] == [{("t", 0), ("t", 1)}]
+
+
+async def test_any_other_probe_answer_lets_the_write_decide(monkeypatch, producers):
+    broker = ScriptedBroker([{("t", 0): NOT_LEADER_OR_FOLLOWER}], probe_script=[{("t", 0): TOPIC_AUTHORIZATION_FAILED}])
+    producer = await _producer(monkeypatch, broker, producers)
+    _leader(producer)
+    await producer._sender._send_produce_req((0, 0), _drain(producer, (0, 0), A))
+    await _wait_until(lambda: A in producer._message_accumulator._batches)
+    assert len(broker.probes) == 1 and producer.readiness_probe.counters["answered_writable"] == 1
+
+
+async def test_a_partition_whose_leader_moved_goes_the_ordinary_retry_path(monkeypatch, producers):
+    broker = ScriptedBroker([{("t", 0): NOT_LEADER_OR_FOLLOWER}])
+    producer = await _producer(monkeypatch, broker, producers)
+    _leader(producer, node_id=2)  # the refresh the refusal asked for names another broker
+    await producer._sender._send_produce_req((0, 0), _drain(producer, (0, 0), A))
+    await _wait_until(lambda: A in producer._message_accumulator._batches)
+    assert not broker.probes  # not asked of the old leader
+    assert producer.readiness_probe.counters["fell_back"] == 1
+
+
+async def test_a_failed_probe_goes_the_ordinary_retry_path(monkeypatch, producers):
+    broker = ScriptedBroker([{("t", 0): NOT_LEADER_OR_FOLLOWER}], probe_script=[KafkaConnectionError("gone")])
+    producer = await _producer(monkeypatch, broker, producers)
+    _leader(producer)
+    await producer._sender._send_produce_req((0, 0), _drain(producer, (0, 0), A))
+    await _wait_until(lambda: A in producer._message_accumulator._batches)
+    assert len(broker.probes) == 1 and producer.readiness_probe.counters["fell_back"] == 1
+
+
+async def test_an_exception_in_a_probe_round_is_logged_and_no_batch_is_left_held(monkeypatch, producers, caplog):
+    broker = ScriptedBroker([{("t", 0): NOT_LEADER_OR_FOLLOWER}], probe_script=[ValueError("a malformed answer")])
+    producer = await _producer(monkeypatch, broker, producers)
+    _leader(producer)
+    await producer._sender._send_produce_req((0, 0), _drain(producer, (0, 0), A))
+    await _wait_until(lambda: A in producer._message_accumulator._batches)
+    assert producer.readiness_probe.held == 0
+    failures = [r for r in caplog.records if r.name == "mirrorline.clients.partition_readiness" and r.levelname == "ERROR"]
+    assert failures and "a malformed answer" in failures[0].exc_text and "retried the ordinary way" in failures[0].message
+
+
+async def test_stopping_the_sender_puts_held_batches_back_at_once(monkeypatch, producers):
+    broker = ScriptedBroker([{("t", 0): NOT_LEADER_OR_FOLLOWER}])
+    producer = await _producer(monkeypatch, broker, producers)
+    _leader(producer)
+    producer._sender._retry_backoff = 30.0  # the first probe would come far later than the test
+    batches = _drain(producer, (0, 0), A)
+    await producer._sender._send_produce_req((0, 0), batches)
+    assert producer.readiness_probe.held == 1
+
+    await producer._sender.close()
+
+    assert producer._message_accumulator._batches[A][0] is batches[A]
+    assert A not in producer._sender._muted_partitions and producer.readiness_probe.held == 0
+
+
+async def test_refused_probes_ask_for_a_metadata_refresh_at_most_once_per_backoff_cap(monkeypatch, producers):
+    from mirrorline.clients.partition_readiness import ReadinessProbe
+
+    refreshes, released = [], []
+    broker = ScriptedBroker([], probe_script=[{("t", 0): NOT_LEADER_OR_FOLLOWER}] * 4)
+    client = type("Client", (), {"send": broker.send})()
+    client.cluster = type("Cluster", (), {"leader_for_partition": staticmethod(lambda tp: 0)})()
+    probe = ReadinessProbe(client, release=released.append, fallback=None, refresh=lambda: refreshes.append(1),
+                           backoff=lambda n: 0.01, base_s=0.01, max_s=10.0)
+    batch = type("Batch", (), {"tp": A, "retry_count": 1})()
+    probe.hold(0, batch)
+    await _wait_until(lambda: released)
+    assert len(broker.probes) == 5 and len(refreshes) == 1  # four refused probes, one refresh
+    assert released == [batch]
