@@ -20,6 +20,10 @@ the accumulator after its own back-off, as in Java's producer since Kafka 3.7:
 comes at most once per ``retry.backoff.ms`` after the last one, as Java's producer spaces them,
 not back to back (:class:`_SpacedRefresh`).
 
+A batch refused because its broker has not made the partition yet (``NOT_LEADER_OR_FOLLOWER`` or
+``UNKNOWN_TOPIC_OR_PARTITION``) is not sent again at all until that broker says the partition is
+writable: :mod:`~mirrorline.clients.partition_readiness` holds it and probes, on the same schedule.
+
 (This replaces aiokafka's ``Sender._send_produce_req`` and relies on its accumulator's and
 sender's internals, which is why aiokafka is pinned to a minor version.)
 """

@@ -363,3 +363,18 @@ async def test_refused_probes_ask_for_a_metadata_refresh_at_most_once_per_backof
     await _wait_until(lambda: released)
     assert len(broker.probes) == 5 and len(refreshes) == 1  # four refused probes, one refresh
     assert released == [batch]
+
+
+async def test_a_batch_that_may_expire_is_not_held_past_its_delivery_timeout():
+    from mirrorline.clients.partition_readiness import ReadinessProbe
+
+    fell_back = []
+    broker = ScriptedBroker([])
+    client = type("Client", (), {"send": broker.send})()
+    client.cluster = type("Cluster", (), {"leader_for_partition": staticmethod(lambda tp: 0)})()
+    probe = ReadinessProbe(client, release=None, fallback=fell_back.append, refresh=lambda: None,
+                           backoff=lambda n: 0.01, base_s=0.01, max_s=1.0, may_expire=True)
+    batch = type("Batch", (), {"tp": A, "retry_count": 1, "expired": lambda self: True})()
+    probe.hold(0, batch)
+    await _wait_until(lambda: fell_back)
+    assert fell_back == [batch] and not broker.probes  # the ordinary retry fails it as expired
