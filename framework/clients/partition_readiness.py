@@ -21,8 +21,8 @@ request) on the batch's own back-off schedule: ``retry.backoff.ms`` x 2^(n-1), +
 - any other answer (an authorization the probe lacks, say) puts the batch back too: the broker's
   answer to the write decides;
 - a partition whose leader in the producer's metadata is no longer that broker, a probe that fails
-  (a lost connection), and a batch that may expire (no idempotence) go the ordinary retry path of
-  :mod:`~mirrorline.clients.produce_retries`;
+  (a lost connection), and a batch past its delivery timeout (a producer without idempotence) go
+  the ordinary retry path of :mod:`~mirrorline.clients.produce_retries`;
 - an exception escaping a round is logged with its trace, and every held batch goes the ordinary
   retry path: nothing waits on a probe that stopped.
 
@@ -60,7 +60,6 @@ class _Held:
     node_id: int
     probes: int
     due: float
-    since: float
 
 
 class ReadinessProbe:
@@ -104,7 +103,7 @@ class ReadinessProbe:
         """Hold ``batch``, refused by ``node_id`` as not writable yet, until a probe says it is."""
         now = self._clock()
         probes = max(batch.retry_count, 1)
-        self._held[batch.tp] = _Held(batch, node_id, probes, now + self._backoff(probes), now)
+        self._held[batch.tp] = _Held(batch, node_id, probes, now + self._backoff(probes))
         self._count("held")
         if self._burst_started is None:
             self._burst_started = now
