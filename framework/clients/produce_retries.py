@@ -98,11 +98,13 @@ class _HandledOnce(SendProduceReqHandler):
         return self._to_reenqueue
 
     def handle_response(self, response):
+        super().handle_response(response)
+        if not self._to_reenqueue:
+            return  # nothing to retry (the usual answer): no second walk over the response
         for topic, partitions in response.topics:
             for answer in partitions:
                 if answer[1] in NOT_WRITABLE_YET:  # (partition, error_code, ...) in every version
                     self.not_writable.add(TopicPartition(topic, answer[0]))
-        super().handle_response(response)
 
 
 class _SpacedRefresh:
