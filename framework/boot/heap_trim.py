@@ -113,9 +113,14 @@ class HeapTrimmer:
         if free - self._left_free <= self.threshold_bytes:
             self._left_free = min(self._left_free, free)
             return False
+        started = time.monotonic()
         self._libc.malloc_trim(0)
+        took = time.monotonic() - started
         self.trims += 1
         self._left_free = self._libc.mallinfo2().fordblks
+        log.info("Gave the system back free heap memory: %.0f MiB were free, %.0f MiB stay free between blocks in "
+                 "use (malloc_trim took %.0f ms, process quiet at %.1f %% of a core)", free / 2**20,
+                 self._left_free / 2**20, took * 1000, cpu_fraction * 100)
         return True
 
     def start(self) -> None:

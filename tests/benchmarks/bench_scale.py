@@ -100,6 +100,8 @@ from mirrorline.localkafka.manager import LocalKafka  # noqa: E402
 SHAPES = {"100": (50, 2), "1000": (250, 4), "8000": (2000, 4)}
 PHASES = ("copy", "metrics", "idle", "pickup", "checkpoint", "recovery")
 REFRESH_S = 10
+#: the idle phase's CPU is also read every this many seconds, user and system time apart (the timeline)
+IDLE_SAMPLE_S = 5.0
 ENGINES = ("mm2", "mirrorline", "mirrorline-before")
 
 
@@ -153,6 +155,8 @@ class Run:
     #: which pass over the engines this run belongs to (``--both-orders`` makes a second, reversed)
     round: int = 1
     note: str = ""
+    #: (seconds into the idle phase, user CPU-s, system CPU-s) of each IDLE_SAMPLE_S of the idle phase
+    idle_timeline: list[tuple[float, float, float]] = field(default_factory=list)
     #: (seconds since the engine started, partitions whose history is complete on B), every ~10 s
     copy_timeline: list[tuple[float, int]] = field(default_factory=list)
 
@@ -423,13 +427,18 @@ def run_engine(engine: str, alias: str, a: str, b: str, ports: dict[str, int], d
                     [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(running.proc.pid),
                      "--duration", str(int(args.idle_seconds)), "--format", "raw", "--output", str(stacks),
                      "--rate", "50", "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            if args.idle_seconds >= 120:
-                time.sleep(60)
-                cpu1, t_steady = running.cpu_s(), time.perf_counter()
-                time.sleep(args.idle_seconds - 60)
+            cpu1 = t_steady = None
+            previous = running.cpu_split()
+            while (elapsed := time.perf_counter() - t_idle) < args.idle_seconds:
+                time.sleep(min(IDLE_SAMPLE_S, args.idle_seconds - elapsed))
+                split = running.cpu_split()
+                result.idle_timeline.append((round(time.perf_counter() - t_idle, 1),
+                                             round(split[0] - previous[0], 2), round(split[1] - previous[1], 2)))
+                previous = split
+                if cpu1 is None and args.idle_seconds >= 120 and time.perf_counter() - t_idle >= 60:
+                    cpu1, t_steady = running.cpu_s(), time.perf_counter()
+            if cpu1 is not None:
                 result.steady_idle_cpu_s_per_min = (running.cpu_s() - cpu1) / (time.perf_counter() - t_steady) * 60
-            else:
-                time.sleep(args.idle_seconds)
             if profiler is not None:
                 profiler.wait(60)
                 log(f"    idle stacks (py-spy, collapsed): {stacks}")
@@ -438,6 +447,8 @@ def run_engine(engine: str, alias: str, a: str, b: str, ports: dict[str, int], d
             log(f"    idle: {result.idle_cpu_s_per_min:.2f} CPU s per minute"
                 + (f"; after the first minute {result.steady_idle_cpu_s_per_min:.2f}"
                    if result.steady_idle_cpu_s_per_min is not None else ""))
+            log(f"    idle CPU-s per {IDLE_SAMPLE_S:g} s, user+system: "
+                + " ".join(f"{user:.2f}+{system:.2f}" for _, user, system in result.idle_timeline))
             trickle.running.set()
         if "pickup" in phases:
             topic = data.new_topic()
@@ -531,8 +542,12 @@ def drop_copies(b: str, alias: str, b_data: Path, timeout: float = 300.0) -> Non
 
 
 def build_env(engine: str, args) -> dict[str, str] | None:
-    """``mirrorline-before`` runs the build at ``--before-pythonpath``; the others this worktree's."""
-    return mirrorline_env(args.before_pythonpath) if engine == "mirrorline-before" else None
+    """``mirrorline-before`` runs the build at ``--before-pythonpath`` (this worktree's without it), with
+    ``--before-env`` set; the others this worktree's."""
+    if engine != "mirrorline-before":
+        return None
+    extra = dict(item.split("=", 1) for item in args.before_env)
+    return {**mirrorline_env(args.before_pythonpath), **extra}
 
 
 def _answers(url: str) -> bool:
@@ -783,6 +798,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before-pythonpath", default=None,
                         help="the engine mirrorline-before runs the build found here (a directory holding a "
                              "`mirrorline` package, see the README): before/after comparisons in one sitting")
+    parser.add_argument("--before-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="environment variable for the mirrorline-before engine only (repeatable), e.g. "
+                             "MIRRORLINE_HEAP_TRIM_INTERVAL_MS=0 to compare one setting on the same build")
     parser.add_argument("--py-spy", action="store_true",
                         help="record mirrorline's stacks during the idle phase with py-spy (pip install py-spy)")
     parser.add_argument("--both-orders", action="store_true",
@@ -800,8 +818,11 @@ def main(argv: list[str] | None = None) -> int:
     engines = [e for e in args.engines.split(",") if e]
     phases = {p for p in args.phases.split(",") if p}
     unknown = [e for e in engines if e not in ENGINES] + sorted(phases - set(PHASES))
-    if "mirrorline-before" in engines and not args.before_pythonpath:
-        parser.error("engine mirrorline-before needs --before-pythonpath")
+    if "mirrorline-before" in engines and not (args.before_pythonpath or args.before_env):
+        parser.error("engine mirrorline-before needs --before-pythonpath or --before-env")
+    malformed = [item for item in args.before_env if "=" not in item or not item.split("=", 1)[0]]
+    if malformed:
+        parser.error(f"--before-env takes NAME=VALUE, not {', '.join(map(repr, malformed))}")
     if unknown:
         parser.error(f"unknown engine or phase: {', '.join(unknown)}")
     if args.paired and len(groups_list) != len(sizes):

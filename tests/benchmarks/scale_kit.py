@@ -24,7 +24,7 @@ for _path in (REPO_ROOT / "tests", Path(__file__).resolve().parent):
 from confluent_kafka import TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # noqa: E402
 
-from bench_mirror import log, proc_children, proc_cpu_seconds, proc_peak_rss_kb, proc_rss_kb  # noqa: E402
+from bench_mirror import CLK_TCK, log, proc_children, proc_cpu_seconds, proc_peak_rss_kb, proc_rss_kb  # noqa: E402
 from mirrorline.localkafka.artifacts import java_executable, resolve_mm2_classpath  # noqa: E402
 
 #: bin/connect-mirror-maker.sh's heap.
@@ -134,6 +134,20 @@ class Engine:
             except OSError:
                 pass
         return total
+
+    def cpu_split(self) -> tuple[float, float]:
+        """(user, system) CPU seconds of the engine's processes so far: system time is the kernel's work
+        for the process (page faults after the heap trimmer gave pages back, socket calls)."""
+        user = system = 0.0
+        for pid in self.pids():
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()
+            user += int(fields[11]) / CLK_TCK
+            system += int(fields[12]) / CLK_TCK
+        return user, system
 
     def peak_rss_kb(self) -> int:
         """The largest of VmHWM summed over the processes, and every RSS sum sampled so far."""
