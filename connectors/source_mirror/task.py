@@ -46,6 +46,7 @@ from mirrorline.connectors.mirror_client.config import (
 )
 from mirrorline.connectors.mirror_client.formats import source_partition
 from mirrorline.connectors.source_mirror import metrics
+from mirrorline.connectors.source_mirror.catch_up import CatchUpWatch
 from mirrorline.connectors.source_mirror.config import (
     BATCH_FORWARDING_COALESCE_BYTES,
     BATCH_FORWARDING_ENABLED,
@@ -214,6 +215,8 @@ class MirrorSourceTask(SourceTask):
         self._next_lag_sweep = 0.0
         self._next_full_lag_sweep = 0.0
         self._lags_shown: dict[TopicPartition, int] = {}  # the value each lag gauge holds
+        self._lag_total = 0  # their sum
+        self._catch_up = CatchUpWatch()
         try:
             await self._learn_topic_ids()
             await self._seek_start_positions()
@@ -444,6 +447,7 @@ class MirrorSourceTask(SourceTask):
         LAG_SWEEP_S was still a quarter of an idle worker's CPU at 8,000 partitions."""
         now = time.monotonic()
         handles, shown = self._metrics, self._lags_shown
+        moved = 0
         if now >= self._next_lag_sweep:
             self._next_lag_sweep = now + LAG_SWEEP_S
             changed = self._pending.changed()
@@ -454,16 +458,33 @@ class MirrorSourceTask(SourceTask):
                 swept = [tp for tp in changed if tp in handles]  # assigned ones only
             # one pass over the consumer's states; a gauge is set only when its value moved
             for tp, lag in self._pending.all_of(swept):
-                if shown.get(tp) != lag:
+                before = shown.get(tp)
+                if before != lag:
                     shown[tp] = lag
+                    moved += lag - (before or 0)
                     handles[tp].lag_records.set(lag)
-            return
-        pending = self._pending
-        for tp in batch:
-            lag = pending.of(tp)
-            if lag is not None and shown.get(tp) != lag:
-                shown[tp] = lag
-                handles[tp].lag_records.set(lag)
+        else:
+            pending = self._pending
+            for tp in batch:
+                lag = pending.of(tp)
+                if lag is not None:
+                    before = shown.get(tp)
+                    if before != lag:
+                        shown[tp] = lag
+                        moved += lag - (before or 0)
+                        handles[tp].lag_records.set(lag)
+        if moved:
+            self._lag_total += moved
+            self._watch_catch_up()
+
+    def _watch_catch_up(self) -> None:
+        """Ask for this task's offsets (and so its offset syncs) to be stored now when its lag just
+        ended a backlog (:mod:`.catch_up`), instead of at the next offset flush."""
+        peak = self._catch_up.peak
+        if self._catch_up.lag_is(self._lag_total):
+            log.info("Task %s caught up after a backlog of up to %d records; storing its offsets and offset syncs "
+                     "now rather than at the next offset flush", self.context.task_id, peak)
+            self.context.request_commit()
 
     async def _check_topics(self, batch: dict) -> dict:
         """Check the IDs of the suspect topics ``batch`` has records of (and the held ones, and on the

@@ -174,3 +174,17 @@ class SourceTaskContext(PluginContext):
 
     def clear_warning(self, key: str) -> None:
         """Remove the warning reported under ``key`` (nothing happens if there is none)."""
+
+    def request_commit(self) -> None:
+        """Ask the runtime to store this task's source offsets soon, then call ``commit()``, instead of
+        waiting for the next ``offset.flush.interval.ms`` (beyond Connect, where only sink tasks can ask).
+
+        For a task that has just caught up after a backlog: what it copied is then committed, and so
+        is whatever the task does in ``commit()``, up to a flush interval sooner. The periodic flush
+        goes on counting from the requested one. Requests closer together than a second are served by
+        one flush; asking on every poll defeats the interval, so ask when something was achieved.
+        Under exactly-once (``context.exactly_once``) the open transaction is committed at the next
+        poll when ``transaction.boundary`` is ``interval``; with ``poll`` every poll commits anyway, and
+        with ``connector`` the task's :class:`TransactionContext` decides, so the request does nothing.
+        Contexts that predate it ignore it; the periodic flush still comes.
+        """

@@ -104,17 +104,23 @@ class WorkerConnectorContext(OwnedBackground, ConnectorContext):
 
 
 class WorkerSourceTaskContext(OwnedBackground, SourceTaskContext):
-    """A task's identity, its offset reader, the warnings shown in its status, and its background work."""
+    """A task's identity, its offset reader, the warnings shown in its status, its commit requests and its
+    background work."""
 
     def __init__(self, task_id: ConnectorTaskId, offsets: OffsetReader, warnings: dict[str, str],
                  on_crash: Callable[[BaseException], None] | None = None, clients: KafkaClients = KAFKA_CLIENTS,
-                 accepts_batches: bool = False):
+                 accepts_batches: bool = False, on_commit_request: Callable[[], None] | None = None):
         self.task_id = task_id
         self.offsets = offsets
         self.clients = clients
         self.accepts_batches = accepts_batches
         self._warnings = warnings
+        self._on_commit_request = on_commit_request
         self._init_background(f"task {task_id}", on_crash or _unowned_crash)
+
+    def request_commit(self) -> None:
+        if self._on_commit_request is not None:
+            self._on_commit_request()
 
     def report_warning(self, message: str, key: str | None = None) -> None:
         self._warnings[message if key is None else key] = message

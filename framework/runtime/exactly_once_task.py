@@ -60,6 +60,7 @@ from mirrorline.runtime.worker_task import (
     PRODUCE_LANES,
     RETRY_BACKOFF_MAX_S,
     RETRY_BACKOFF_S,
+    REQUESTED_FLUSH_MIN_GAP_S,
     RecordWriteError,
     WorkerSourceTask,
     handed_on,
@@ -161,6 +162,8 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
         self._aborted: list[SourceRecord | SourceBatch] = []
         self._committing: asyncio.Future | None = None
         self._last_commit_time = time.monotonic()
+        #: the task asked for a commit (``context.request_commit()``); honoured under the interval boundary
+        self._commit_requested = False
         self._sizes = (0, 0, None, 0)  # (transactions, records, min, max)
         for gauge in metrics.TRANSACTION_SIZE.values():
             gauge.labels(*self._labels).set(0)
@@ -190,7 +193,8 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
             raise self._producer_error(exc, "could not initialise its transactional producer") from exc
         await eos.verify()
         self._context = WorkerSourceTaskContext(self.id, self._offset_reader, self.warnings, on_crash=self._fail,
-                                                accepts_batches=self._chain is None and self._converters is None)
+                                                accepts_batches=self._chain is None and self._converters is None,
+                                                on_commit_request=self.request_commit)
         self._context.exactly_once = True
         self._context.transaction_context = self._txn_context
         self.task.initialize(self._context)
@@ -238,6 +242,13 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
             return ConnectError(f"Task {self.id} {what}: the cluster denied it ({name}); exactly-once source tasks "
                                 f"need IdempotentWrite on the cluster besides WRITE on TransactionalId {tid!r}")
         return ConnectError(f"Task {self.id} {what} (transactional id {tid!r}): {exc!r}")
+
+    def request_commit(self) -> None:
+        """Under ``transaction.boundary=interval``, commit the open transaction at the end of the next poll
+        (a second after the last commit at the soonest) instead of at the interval's end. ``poll``
+        commits every poll anyway, and under ``connector`` the task's TransactionContext decides."""
+        if self.eos.boundary == INTERVAL:
+            self._commit_requested = True
 
     async def pause(self) -> None:
         """Stop polling; the open transaction is committed first (by the poll loop), as Connect does."""
@@ -393,7 +404,9 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
             await self._commit()
         elif boundary == INTERVAL:
             now = time.monotonic()
-            if now >= self._last_commit_time + self.eos.interval_s:
+            if now >= self._last_commit_time + (REQUESTED_FLUSH_MIN_GAP_S if self._commit_requested
+                                                  else self.eos.interval_s):
+                self._commit_requested = False
                 self._last_commit_time = now
                 await self._commit()
         else:

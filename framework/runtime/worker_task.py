@@ -2,8 +2,9 @@
 
 Delivery: records are written with acks=all and idempotence, one producer per task, so
 records of a Kafka partition keep the order ``poll`` returned them in. Offsets are stored
-every ``offset.flush.interval.ms`` and on stop, only up to the last record acknowledged
-together with all before it (:class:`~mirrorline.runtime.offset_tracker.OffsetTracker`).
+every ``offset.flush.interval.ms``, when the task asks (``context.request_commit()``), and on
+stop, only up to the last record acknowledged together with all before it
+(:class:`~mirrorline.runtime.offset_tracker.OffsetTracker`).
 A crash therefore re-sends at most the records after the last flush: at-least-once.
 
 Transforms (``transforms=...``): each record ``poll`` returns goes through the connector's
@@ -82,6 +83,8 @@ DEFAULT_DELIVERY_TIMEOUT_MS = 120_000
 #: answers one connection's requests one at a time, so a second lane lets it work on two (see
 #: :mod:`mirrorline.clients.produce_lanes`).
 PRODUCE_LANES = 2
+#: A task's requested offset flushes (``context.request_commit()``) come at most this often
+REQUESTED_FLUSH_MIN_GAP_S = 1.0
 
 
 class RecordWriteError(ConnectError):
@@ -140,6 +143,8 @@ class WorkerSourceTask(TaskRunner):
         self._resumed.set()
         self._producer: KafkaProducer | None = None
         self._commit_due = False
+        #: set by ``context.request_commit()``: the flush loop stores offsets without waiting out the interval
+        self._flush_requested = asyncio.Event()
         self._unstored: dict[str, tuple[dict, dict]] = {}
         self._started = False
         self._topics: set[str] = set()
@@ -168,7 +173,8 @@ class WorkerSourceTask(TaskRunner):
                                             **self._producer_kwargs})
             await bounded(self._producer.start(), self._start_timeout_s, f"Task {self.id}: starting its producer")
             self._context = WorkerSourceTaskContext(self.id, self._offset_reader, self.warnings, on_crash=self._fail,
-                                                    accepts_batches=self._chain is None and self._converters is None)
+                                                    accepts_batches=self._chain is None and self._converters is None,
+                                                    on_commit_request=self.request_commit)
             self.task.initialize(self._context)
             await bounded(self.task.start(dict(self.config)), self._start_timeout_s, f"Task {self.id}: start()")
             self._started = True
@@ -299,11 +305,27 @@ class WorkerSourceTask(TaskRunner):
             self._acked_event.clear()
             await self._drain_acked()
 
+    def request_commit(self) -> None:
+        """Store the task's offsets now rather than at the end of the flush interval (the task asked,
+        ``context.request_commit()``); ``commit()`` follows at the next poll, as after every flush."""
+        self._flush_requested.set()
+
     async def _flush_loop(self) -> None:
+        requested = self._flush_requested
         while True:
-            await asyncio.sleep(self._flush_interval_s)
+            try:
+                await asyncio.wait_for(requested.wait(), self._flush_interval_s)
+            except TimeoutError:
+                asked = False
+            else:
+                asked = True
+            requested.clear()
             await self._commit_offsets()
             self._commit_due = True  # Connect calls commit() after every flush, even an empty one
+            if asked:
+                log.debug("Task %s stored its offsets as it asked; the next flush comes in %.0f s unless it asks "
+                          "again", self.id, self._flush_interval_s)
+                await asyncio.sleep(REQUESTED_FLUSH_MIN_GAP_S)  # a task asking on every poll: one flush a second
 
     async def _watchdog_loop(self) -> None:
         """Flag the task while it reports pending records but has had nothing acknowledged for a while.

@@ -154,7 +154,7 @@ class FakeConnectorContext(_Background, ConnectorContext):
 
 
 class FakeSourceTaskContext(_Background, SourceTaskContext):
-    """A source task's context: its id, offsets, warnings (by key) and background work."""
+    """A source task's context: its id, offsets, warnings (by key), commit requests (counted) and background work."""
 
     def __init__(self, task_id: ConnectorTaskId | None = None, offsets: OffsetReader | None = None,
                  clients: KafkaClients | None = None):
@@ -162,7 +162,11 @@ class FakeSourceTaskContext(_Background, SourceTaskContext):
         self.offsets = offsets or FakeOffsetReader()
         self.clients = clients or FakeKafkaClients()
         self.warnings: dict[str, str] = {}
+        self.commit_requests = 0
         self._init_background()
+
+    def request_commit(self) -> None:
+        self.commit_requests += 1
 
     def report_warning(self, message: str, key: str | None = None) -> None:
         self.warnings[message if key is None else key] = message

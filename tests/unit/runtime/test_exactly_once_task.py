@@ -220,6 +220,23 @@ async def test_interval_boundary_commits_several_polls_at_once_and_the_rest_on_s
     assert offsets_in(producer.transactions[0][1]) == {"p0": {"pos": 2}}
 
 
+async def test_under_the_interval_boundary_a_requested_commit_ends_the_transaction_without_the_interval():
+    """``context.request_commit()`` commits the open transaction at the end of a poll, a second after the
+    last commit at the soonest, instead of when the 30-s interval is over."""
+    def ask_at_v1(task):
+        if task.batches and task.batches[0][0].value == b"v1":
+            task.context.request_commit()
+    task = ListTask([[record(0)], [record(1)], [record(2)]], on_poll=ask_at_v1)
+    worker_task = await runner(task, boundary="interval", interval_s=30.0)
+    producer = await eventually(lambda: FakeTxnProducer.instances and FakeTxnProducer.instances[0])
+    await eventually(lambda: producer.transactions, timeout=3.0, what="the requested commit")
+    assert producer.transactions[0][0] == "committed"
+    assert producer.committed_records("out") == [b"v0", b"v1", b"v2"]
+    assert offsets_in(producer.transactions[0][1]) == {"p0": {"pos": 2}}
+    await worker_task.stop()
+    assert not worker_task.failures
+
+
 async def test_connector_defined_boundaries_commit_and_abort_where_the_task_asks():
     r0, r1, r2, r3 = record(0), record(1), record(2), record(3)
 
