@@ -266,8 +266,9 @@ def patch_record_producer(monkeypatch) -> type[FakeRecordProducer]:
     return FakeRecordProducer
 
 
-def source_task_runner(task_id: Any, task: Any, **kwargs: Any) -> Any:
-    """A ``WorkerSourceTask`` running ``task`` alone: offsets in memory, status and failures ignored.
+def source_task_runner(task_id: Any, task: Any, offset_store: MemoryOffsetStore | None = None, **kwargs: Any) -> Any:
+    """A ``WorkerSourceTask`` running ``task`` alone: offsets in memory (``offset_store``, a new one
+    unless given), status and failures ignored.
 
     Its producer is whatever ``KafkaProducer`` is at start (:func:`patch_record_producer`, or a
     subclass of :class:`FakeRecordProducer` patched in the same way). ``kwargs`` go to the runner
@@ -279,7 +280,7 @@ def source_task_runner(task_id: Any, task: Any, **kwargs: Any) -> Any:
     async def ignore(*args: Any) -> None:
         pass
 
-    store = MemoryOffsetStore()
+    store = MemoryOffsetStore() if offset_store is None else offset_store
     return WorkerSourceTask(task_id, task, {}, producer_kwargs={}, offset_store=store,
                             offset_reader=StoreOffsetReader(store, task_id.connector), on_status=ignore,
                             on_failure=ignore, **{"flush_interval_s": 60, **kwargs})

@@ -2,7 +2,7 @@
 waiting out ``offset.flush.interval.ms`` (WorkerSourceTask), and an exactly-once task under the
 interval boundary commits its transaction at the next poll (ExactlyOnceWorkerSourceTask).
 
-No broker: an acknowledging stand-in producer (the client layer is tested against real brokers
+No broker: the test kit's acknowledging stand-in producer (the client layer is tested against real brokers
 elsewhere; the MirrorSource task's use of this is in tests/integration/mirror/test_catch_up_commit.py).
 """
 
@@ -11,37 +11,11 @@ from __future__ import annotations
 import asyncio
 
 from mirrorline.api import ConnectorTaskId, SourceRecord, SourceTask
-from mirrorline.runtime.context import StoreOffsetReader
 from mirrorline.runtime.worker_task import REQUESTED_FLUSH_MIN_GAP_S, WorkerSourceTask
 from mirrorline.storage.offsets import MemoryOffsetStore
-from support.herder_fakes import FakeRecordMetadata, eventually
+from support.herder_fakes import eventually, patch_record_producer, source_task_runner
 
 TASK = ConnectorTaskId("asks", 0)
-
-
-class AckingProducer:
-    """Acknowledges every record at once."""
-
-    def __init__(self, kwargs, ignored=None):
-        self.offsets: dict[str, int] = {}
-
-    async def start(self):
-        pass
-
-    async def stop(self):
-        pass
-
-    async def flush(self):
-        pass
-
-    async def learn_topics(self, topics):
-        pass
-
-    async def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None):
-        offset = self.offsets[topic] = self.offsets.get(topic, -1) + 1
-        future = asyncio.get_running_loop().create_future()
-        future.set_result(FakeRecordMetadata(topic, partition or 0, offset, 0))
-        return future
 
 
 class AskingTask(SourceTask):
@@ -76,18 +50,9 @@ class AskingTask(SourceTask):
 
 
 async def started(monkeypatch, task: SourceTask) -> tuple[WorkerSourceTask, MemoryOffsetStore]:
-    monkeypatch.setattr("mirrorline.runtime.worker_task.KafkaProducer", AckingProducer)
+    patch_record_producer(monkeypatch)
     store = MemoryOffsetStore()
-
-    async def on_status(task_id, state, trace):
-        pass
-
-    async def on_failure(task_id, exc):
-        raise AssertionError(f"the task failed: {exc!r}")
-
-    runner = WorkerSourceTask(TASK, task, {}, producer_kwargs={}, offset_store=store,
-                              offset_reader=StoreOffsetReader(store, TASK.connector), on_status=on_status,
-                              on_failure=on_failure, flush_interval_s=60.0, stall_timeout_s=0)
+    runner = source_task_runner(TASK, task, offset_store=store, stall_timeout_s=0)
     await runner.start()
     return runner, store
 
