@@ -74,11 +74,16 @@ def log(message: str) -> None:
 
 # -- /proc ---------------------------------------------------------------------------------
 
-def proc_cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (all its threads), in seconds."""
+def proc_cpu_split(pid: int) -> tuple[float, float]:
+    """(utime, stime) of a process (all its threads), in seconds."""
     stat = Path(f"/proc/{pid}/stat").read_text()
     fields = stat[stat.rindex(")") + 2:].split()  # fields from 3 (state) on
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # fields 14 and 15 of proc(5)
+    return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK  # fields 14 and 15 of proc(5)
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all its threads), in seconds."""
+    return sum(proc_cpu_split(pid))
 
 
 def proc_peak_rss_kb(pid: int) -> int:

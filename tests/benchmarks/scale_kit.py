@@ -24,7 +24,9 @@ for _path in (REPO_ROOT / "tests", Path(__file__).resolve().parent):
 from confluent_kafka import TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # noqa: E402
 
-from bench_mirror import CLK_TCK, log, proc_children, proc_cpu_seconds, proc_peak_rss_kb, proc_rss_kb  # noqa: E402
+from bench_mirror import (  # noqa: E402
+    log, proc_children, proc_cpu_seconds, proc_cpu_split, proc_peak_rss_kb, proc_rss_kb,
+)
 from mirrorline.localkafka.artifacts import java_executable, resolve_mm2_classpath  # noqa: E402
 
 #: bin/connect-mirror-maker.sh's heap.
@@ -141,12 +143,11 @@ class Engine:
         user = system = 0.0
         for pid in self.pids():
             try:
-                stat = Path(f"/proc/{pid}/stat").read_text()
+                process_user, process_system = proc_cpu_split(pid)
             except OSError:
                 continue
-            fields = stat[stat.rindex(")") + 2:].split()
-            user += int(fields[11]) / CLK_TCK
-            system += int(fields[12]) / CLK_TCK
+            user += process_user
+            system += process_system
         return user, system
 
     def peak_rss_kb(self) -> int:
