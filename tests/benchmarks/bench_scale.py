@@ -73,13 +73,16 @@ from scale_kit import (
     DEFAULT_MAX_LOAD,
     Engine,
     LoadWatch,
+    ReclaimWatch,
     create_topics,
     end_offsets,
     engine_command,
     load_banner,
     log,
     mirrorline_env,
+    read_ahead_note,
     refuse_if_loaded,
+    set_read_ahead,
     stop_cleanly_on_sigterm,
     tcp_connections,
     wait_until,
@@ -159,6 +162,8 @@ class Run:
     idle_timeline: list[tuple[float, float, float]] = field(default_factory=list)
     #: (seconds since the engine started, partitions whose history is complete on B), every ~10 s
     copy_timeline: list[tuple[float, int]] = field(default_factory=list)
+    #: page cache the kernel reclaimed during the copy, MiB (a sign of memory pressure on the machine)
+    copy_reclaim_mib: float | None = None
 
 
 # -- the data set --------------------------------------------------------------------------
@@ -387,6 +392,7 @@ def run_engine(engine: str, alias: str, a: str, b: str, ports: dict[str, int], d
                      env=build_env(engine, args), name=engine)
     try:
         trickle.running.set()
+        reclaim = ReclaimWatch()
         t0 = time.perf_counter()
         try:
             wait_until(CopyProgress(b, alias, data, running, result.copy_timeline),
@@ -404,12 +410,16 @@ def run_engine(engine: str, alias: str, a: str, b: str, ports: dict[str, int], d
         else:
             result.copy_s = time.perf_counter() - t0
         result.copy_cpu_s = running.cpu_s()
+        result.copy_reclaim_mib = reclaim.mib()
         result.connections = tcp_connections(running.pids(), ports)
         watch.sample()
+        reclaimed = f"; page cache reclaimed meanwhile: {result.copy_reclaim_mib:,.0f} MiB"
         if result.copy_s is not None:
-            log(f"    copy: {result.copy_s:.1f} s, {result.copy_cpu_s:.1f} CPU s, connections {result.connections}")
+            log(f"    copy: {result.copy_s:.1f} s, {result.copy_cpu_s:.1f} CPU s, connections {result.connections}"
+                f"{reclaimed}")
         else:
-            log(f"    after {args.timeout:.0f} s: {result.copy_cpu_s:.1f} CPU s, connections {result.connections}")
+            log(f"    after {args.timeout:.0f} s: {result.copy_cpu_s:.1f} CPU s, connections {result.connections}"
+                f"{reclaimed}")
         if "metrics" in phases and listeners:
             wait_until(lambda: _answers(listeners), 60, 0.5, running, "GET /metrics")
             scrape(listeners)  # warm
@@ -809,6 +819,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paired", action="store_true",
                         help="the i-th size runs with the i-th group count only (e.g. --sizes 100,1000,8000 "
                              "--groups 1,50,500), instead of every size with every count")
+    parser.add_argument("--read-ahead-kb", type=int, default=None,
+                        help="set the read-ahead of the block device holding the clusters' data to this many KiB "
+                             "for the run and restore it after (needs root; a machine setting, the brokers keep "
+                             "Kafka's defaults); 128 is Linux's default, see the README")
     parser.add_argument("--max-load", type=float, default=DEFAULT_MAX_LOAD)
     parser.add_argument("--allow-load", action="store_true", help="measure even above --max-load (flagged)")
     parser.add_argument("--out", type=Path, default=Path("bench-scale-out"), help="where plots and JSON go")
@@ -836,9 +850,17 @@ def main(argv: list[str] | None = None) -> int:
     manager = LocalKafka(tmp / "kafka", _base_port())
     runs: list[Run] = []
     count = 0
+    restore_read_ahead = None
+    if args.read_ahead_kb is not None:
+        if args.read_ahead_kb <= 0:
+            parser.error(f"--read-ahead-kb must be positive, not {args.read_ahead_kb}")
+        restore_read_ahead = set_read_ahead(tmp, args.read_ahead_kb)
     try:
         log(f"Apache Kafka {KAFKA_VERSION}, broker heap '{os.environ['MIRRORLINE_KAFKA_HEAP']}'; "
             f"{load_banner(args.max_load)}; state under {tmp}")
+        set_for_run = (f"; set for this run by --read-ahead-kb, {restore_read_ahead[1]} KiB before"
+                       if restore_read_ahead is not None else "")
+        log(read_ahead_note(tmp, max(size.total for size in sizes)) + set_for_run)
         resolve_kafka_classpath()
         if "mm2" in engines:
             resolve_mm2_classpath()
@@ -883,6 +905,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         manager.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+        if restore_read_ahead is not None:
+            restore_read_ahead[0].write_text(str(restore_read_ahead[1]))
         (args.out / "scale-results.json").write_text(json.dumps([asdict(r) for r in runs], indent=2))
 
     log("")
