@@ -104,7 +104,7 @@ def read_ahead_note(path: Path, partitions: int) -> str:
     a device set to several MiB (this project's VM: 8 MiB) fills up to that much page cache per
     partition with the index's zeros. Past the machine's memory the kernel reclaims and faults
     them in again over and over (measured here on 2026-11-30: 2-3 GiB/s of page cache reclaimed,
-    65-80 % system CPU, and a source broker taking 20-35 s per fetch over 4,000 partitions).
+    65-80 % system CPU, and a source broker taking 19-35 s per fetch over 4,000 partitions).
     """
     found = read_ahead_path(path)
     if found is None:
