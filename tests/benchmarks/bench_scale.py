@@ -846,15 +846,16 @@ def main(argv: list[str] | None = None) -> int:
     stop_cleanly_on_sigterm()
     args.out.mkdir(parents=True, exist_ok=True)
 
-    tmp = Path(tempfile.mkdtemp(prefix="mirrorline-bench-scale-"))
-    manager = LocalKafka(tmp / "kafka", _base_port())
-    runs: list[Run] = []
-    count = 0
     restore_read_ahead = None
     if args.read_ahead_kb is not None:
         if args.read_ahead_kb <= 0:
             parser.error(f"--read-ahead-kb must be positive, not {args.read_ahead_kb}")
-        restore_read_ahead = set_read_ahead(tmp, args.read_ahead_kb)
+        # before the state directory exists, so a refusal leaves nothing behind (it lives under the temp dir)
+        restore_read_ahead = set_read_ahead(Path(tempfile.gettempdir()), args.read_ahead_kb)
+    tmp = Path(tempfile.mkdtemp(prefix="mirrorline-bench-scale-"))
+    manager = LocalKafka(tmp / "kafka", _base_port())
+    runs: list[Run] = []
+    count = 0
     try:
         log(f"Apache Kafka {KAFKA_VERSION}, broker heap '{os.environ['MIRRORLINE_KAFKA_HEAP']}'; "
             f"{load_banner(args.max_load)}; state under {tmp}")
