@@ -47,6 +47,8 @@ from mirrorline.clients.topic_ids import read_topic_ids
 
 #: What aiokafka raises that the wall translates.
 AIO_ERRORS = (ak.KafkaError, ak.ConsumerStoppedError)
+#: How long stop() waits for aiokafka's fetch loop to end before cancelling it again.
+STOP_RECANCEL_S = 0.5
 #: How long aiokafka's fetch loop sleeps when nothing wakes it (its ``consumer_timeout_ms``, passed
 #: to the fetcher as ``fetcher_timeout``; 200 ms by default). Each wake-up walks every assigned
 #: partition. A fetch answered, a seek, a reset, a resume, records consumed and a new assignment
@@ -125,10 +127,22 @@ class KafkaConsumer(Consumer):
                                            check_crcs=self._check_crcs)
 
     async def stop(self) -> None:
+        stopping = asyncio.ensure_future(self._consumer.stop())
         try:
-            await self._consumer.stop()
+            while not (await asyncio.wait([stopping], timeout=STOP_RECANCEL_S))[0]:
+                # aiokafka's fetch loop swallows a cancel that lands while it awaits a fetch it is
+                # cancelling itself (the assignment changed just before, as when one reader of a
+                # shared consumer leaves right before the last): it then fetches on and stop() waits
+                # for it forever. Cancel it again until it ends.
+                task = getattr(getattr(self._consumer, "_fetcher", None), "_fetch_task", None)
+                if task is not None and not task.done():
+                    task.cancel()
+            stopping.result()
         except AIO_ERRORS as exc:
             raise translate(exc) from exc
+        finally:
+            if not stopping.done():  # this stop() was cancelled: so is the consumer's
+                stopping.cancel()
 
     def _not_subscribed_by_pattern(self) -> bool:
         # aiokafka's pattern subscription keeps an empty topic list meaning "every topic"
@@ -219,6 +233,10 @@ class KafkaConsumer(Consumer):
             fetched = await self._consumer.getmany(*aio(partitions), timeout_ms=timeout_ms, max_records=max_records)
         except AIO_ERRORS as exc:
             raise translate(exc, self._consumer.assignment()) from exc
+        return self._ours_of(fetched)
+
+    def _ours_of(self, fetched: dict) -> dict[TopicPartition, list]:
+        """What aiokafka's getmany returned, by our partitions, small fetched batches merged."""
         known = self._ours
         out: dict[TopicPartition, list] = {}
         for tp in list(fetched):
