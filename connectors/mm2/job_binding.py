@@ -27,8 +27,8 @@ from mirrorline.connectors.source_mirror.topics import topic_filter_for
 #: The connector classes these jobs take their settings from.
 MIRROR_SOURCE_CLASSES = ("MirrorSourceConnector",)
 #: Settings of a connector config that are Connect's, not the flow's.
-CONNECT_KEYS = ("name", "connector.class", "tasks.max", "tasks.max.enforce", "key.converter", "value.converter",
-                "header.converter", "transforms", "predicates", "config.action.reload")
+CONNECT_KEYS = ("name", "connector.class", "tasks.max", "tasks.max.enforce", "tasks.share.clients", "key.converter",
+                "value.converter", "header.converter", "transforms", "predicates", "config.action.reload")
 CONNECT_PREFIXES = ("errors.", "transforms.", "predicates.", "key.converter.", "value.converter.",
                     "header.converter.", "producer.override.", "consumer.override.", "admin.override.",
                     # the connector's own settings for the jobs it submits

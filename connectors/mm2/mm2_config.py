@@ -61,7 +61,7 @@ EXTRA_MM2_CONNECTOR_KEYS: frozenset[str] = frozenset({
     # all MM2 connectors (MirrorConnectorConfig) / source connector
     "forwarding.admin.class", "metric.reporters", "topic.filter.class", "config.property.filter.class",
     # Kafka Connect ConnectorConfig (name/connector.class deliberately left out, see connector_config)
-    "tasks.max", "tasks.max.enforce", "key.converter", "value.converter", "header.converter",
+    "tasks.max", "tasks.max.enforce", "tasks.share.clients", "key.converter", "value.converter", "header.converter",
     "config.action.reload", "transforms", "predicates",
 })
 #: Top-level key prefixes also copied into connector configs: Connect's ``errors.*`` settings, the

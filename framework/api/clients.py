@@ -435,7 +435,8 @@ class KafkaClients(ABC):
 
     @abstractmethod
     def consumer(self, props: Mapping[str, Any], *, fetch_batches: BatchFetch | None = None,
-                 fetch_sessions: bool = False, gather_max_wait_ms: int | None = None) -> Consumer:
+                 fetch_sessions: bool = False, gather_max_wait_ms: int | None = None,
+                 share: str | None = None) -> Consumer:
         """An unstarted consumer. ``group.id`` and ``enable.auto.commit`` are ignored: it never commits.
 
         With ``fetch_sessions``, the consumer fetches with incremental fetch sessions (KIP-227, as
@@ -457,6 +458,15 @@ class KafkaClients(ABC):
         first (unless ``check.crcs=false``). Positions, seeks, errors and ``highwater`` work as for
         records. If the client cannot capture a fetch's bytes, that partition's records come as
         records (slower, never wrong), so a caller handles both kinds.
+
+        With ``share`` (beyond Connect; a task passes its context's ``client_share``), consumers
+        asked for under the same share name and with the same settings in one process are one
+        consumer underneath: one connection and one fetch per broker for all of them, so a fetch
+        carries the records of every member. Each member still reads, seeks, pauses and positions
+        only the partitions it assigned, gets only their records and errors, and its own
+        ``fetch_state_changes`` and ``topic_change_signs``. Members must assign disjoint partitions:
+        a partition assigned by one is taken from any other that held it. Start and stop each
+        member as any consumer; the last to stop closes the connections.
         """
 
     @abstractmethod

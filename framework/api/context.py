@@ -158,6 +158,11 @@ class SourceTaskContext(PluginContext):
     #: (a distributed worker with ``exactly.once.source.support=enabled``): a restarted task then
     #: resumes exactly after what was committed. Beyond Connect, which does not tell tasks.
     exactly_once: bool = False
+    #: A name to pass as ``share`` to :meth:`~mirrorline.api.clients.KafkaClients.consumer`: the
+    #: connector's tasks in this worker process then read through one consumer, one fetch per
+    #: broker for all of them (beyond Connect). Set per connector unless ``tasks.share.clients``
+    #: is false; None then, and for contexts that predate it.
+    client_share: str | None = None
     #: Set when the connector defines its own transaction boundaries (``transaction.boundary=connector``
     #: under exactly-once); None otherwise. See :class:`TransactionContext`.
     transaction_context: TransactionContext | None = None

@@ -1,7 +1,7 @@
 """The runtime's :class:`~mirrorline.api.clients.KafkaClients`: the contract backed by this package's helpers.
 
-One stateless instance, :data:`KAFKA_CLIENTS`, is handed to every connector and task context and
-to the launcher of plugin commands.
+One instance, :data:`KAFKA_CLIENTS`, is handed to every connector and task context and to the
+launcher of plugin commands; its only state is the consumers tasks share (:mod:`.consumer_share`).
 """
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ import logging
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from mirrorline.api.clients import BatchFetch, KafkaClients
+from mirrorline.api.clients import BatchFetch, Consumer, KafkaClients
 from mirrorline.clients import kafka_clients
 from mirrorline.clients.admin import KafkaAdmin
 from mirrorline.clients.consumer import KafkaConsumer
+from mirrorline.clients.consumer_share import ConsumerShares, settings_key
 from mirrorline.clients.producer import KafkaProducer
 
 
@@ -25,10 +26,22 @@ class AioKafkaClients(KafkaClients):
     def admin(self, props: Mapping[str, Any]) -> KafkaAdmin:
         return KafkaAdmin.from_settings(props)
 
+    def __init__(self) -> None:
+        #: the consumers shared under a ``share`` name (one per event loop, name and settings)
+        self.shared_consumers = ConsumerShares()
+
     def consumer(self, props: Mapping[str, Any], *, fetch_batches: BatchFetch | None = None,
-                 fetch_sessions: bool = False, gather_max_wait_ms: int | None = None) -> KafkaConsumer:
-        return KafkaConsumer.from_settings(props, fetch_batches=fetch_batches, fetch_sessions=fetch_sessions,
-                                           gather_max_wait_ms=gather_max_wait_ms)
+                 fetch_sessions: bool = False, gather_max_wait_ms: int | None = None,
+                 share: str | None = None) -> Consumer:
+        def make() -> KafkaConsumer:
+            return KafkaConsumer.from_settings(props, fetch_batches=fetch_batches, fetch_sessions=fetch_sessions,
+                                               gather_max_wait_ms=gather_max_wait_ms)
+
+        if share is None:
+            return make()
+        coalesce = None if fetch_batches is None else fetch_batches.coalesce_bytes
+        return self.shared_consumers.member(share, settings_key(props, coalesce, fetch_sessions, gather_max_wait_ms),
+                                            make)
 
     def producer(self, props: Mapping[str, Any]) -> KafkaProducer:
         return KafkaProducer.from_settings(props)
@@ -50,5 +63,5 @@ class AioKafkaClients(KafkaClients):
         return await kafka_clients.security_problem(props, timeout_s)
 
 
-#: The instance the runtime hands to plugins (the class holds no state).
+#: The instance the runtime hands to plugins.
 KAFKA_CLIENTS = AioKafkaClients()

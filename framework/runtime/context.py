@@ -109,11 +109,13 @@ class WorkerSourceTaskContext(OwnedBackground, SourceTaskContext):
 
     def __init__(self, task_id: ConnectorTaskId, offsets: OffsetReader, warnings: dict[str, str],
                  on_crash: Callable[[BaseException], None] | None = None, clients: KafkaClients = KAFKA_CLIENTS,
-                 accepts_batches: bool = False, on_commit_request: Callable[[], None] | None = None):
+                 accepts_batches: bool = False, on_commit_request: Callable[[], None] | None = None,
+                 client_share: str | None = None):
         self.task_id = task_id
         self.offsets = offsets
         self.clients = clients
         self.accepts_batches = accepts_batches
+        self.client_share = client_share
         self._warnings = warnings
         self._on_commit_request = on_commit_request
         self._init_background(f"task {task_id}", on_crash or _unowned_crash)

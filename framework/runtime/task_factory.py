@@ -152,6 +152,9 @@ class TaskFactory:
         if self.exactly_once is not None:  # records and offsets in one transaction (KIP-618)
             runner = ExactlyOnceWorkerSourceTask
             extra = {"exactly_once": self.exactly_once(task_id, connector_settings, store)}
+        elif connector_settings["tasks.share.clients"]:
+            # this worker's tasks of the connector, and no other worker's (several workers may share a process)
+            extra = {"client_share": f"{task_id.connector}|worker-{id(self):x}"}
         return runner(
             task_id, task, task_config, producer_kwargs=kwargs, offset_store=store,
             offset_reader=StoreOffsetReader(store, task_id.connector),

@@ -311,3 +311,11 @@ def test_duplicate_aliases_collapse():
     assert cfg.clusters == ["A", "B"]
 
 
+
+
+def test_tasks_share_clients_reaches_the_connectors_top_level_and_per_flow():
+    """``tasks.share.clients`` (beyond Connect) is a connector key: set at the top level, or per flow."""
+    cfg = config("tasks.share.clients = false\nB->A.tasks.share.clients = true")
+    assert cfg.connector_config("A", "B", "MirrorSourceConnector")["tasks.share.clients"] == "false"
+    assert cfg.connector_config("B", "A", "MirrorSourceConnector")["tasks.share.clients"] == "true"
+    assert "tasks.share.clients" not in config().connector_config("A", "B", "MirrorSourceConnector")
