@@ -26,6 +26,12 @@ for each share name and set of settings, and hands each caller a :class:`SharedC
 - Two members never read one partition: a partition assigned by a member is taken from any
   other member that held it (a task started again before its old instance had stopped; the
   old one gets no more records of it, so it copies nothing twice from here), with a warning.
+- Records are handed to the members waiting in ``getmany`` while aiokafka plans its next fetch
+  (:meth:`_Share.hand_over`), so the partitions that just brought records are in that fetch.
+  Until a member takes them, its positions (``fetch_position``, ``fetch_states``, ``position``)
+  are those of the first record handed over, as if the records still waited in the consumer; a
+  seek or pause drops them (a pause seeks back to them first, so they are fetched again after
+  the resume, as aiokafka does with records it had fetched for a paused partition).
 """
 
 from __future__ import annotations
@@ -60,8 +66,6 @@ class _Share:
         self._started = False
         self._stopped = False
         self._lock = asyncio.Lock()
-        #: how many times the union was assigned (for tests and logs)
-        self.assignments = 0
 
     async def start(self) -> None:
         async with self._lock:
@@ -149,7 +153,6 @@ class _Share:
                     resets.setdefault(state.reset_strategy, []).append(AioPartition(tp[0], tp[1]))
         paused = aio.paused() & {AioPartition(tp[0], tp[1]) for tp in union}
         inner.assign(union)
-        self.assignments += 1
         for tp, position in positions.items():
             inner.seek(tp, position)
         for strategy, tps in resets.items():
