@@ -160,8 +160,8 @@ class SourceTaskContext(PluginContext):
     exactly_once: bool = False
     #: A name to pass as ``share`` to :meth:`~mirrorline.api.clients.KafkaClients.consumer`: the
     #: connector's tasks in this worker process then read through one consumer, one fetch per
-    #: broker for all of them (beyond Connect). Set per connector unless ``tasks.share.clients``
-    #: is false; None then, and for contexts that predate it.
+    #: broker for all of them (beyond Connect). Set per connector when ``tasks.share.clients``
+    #: is true; None otherwise (the default), and for contexts that predate it.
     client_share: str | None = None
     #: Set when the connector defines its own transaction boundaries (``transaction.boundary=connector``
     #: under exactly-once); None otherwise. See :class:`TransactionContext`.

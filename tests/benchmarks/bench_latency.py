@@ -26,8 +26,8 @@ median stays under 500 ms for 10 s: both engines start behind when the rate jump
 ``mirrorline-records`` (``batch.forwarding.enabled=false``, record by record as MM2); on request
 also ``mirrorline-gather-10``, ``mirrorline-gather-5``, ``mirrorline-gather-3`` and ``mirrorline-gather-0``
 (``replication.fetch.gather.ms`` 10, 5, 3 and 0 instead of 25: lower latency at low rates for more CPU),
-``mirrorline-unshared`` and ``mirrorline-gather-5-unshared`` (``tasks.share.clients=false``: each task
-with a consumer and producer of its own, as in Connect)
+``mirrorline-shared``, ``mirrorline-gather-5-shared`` and ``mirrorline-gather-10-shared``
+(``tasks.share.clients=true``: a connector's tasks share one consumer and producer)
 and ``mirrorline-asyncio`` (the default on asyncio's own event loop, ``MIRRORLINE_EVENT_LOOP=asyncio``,
 instead of uvloop).
 
@@ -84,9 +84,10 @@ ENGINES = {"mm2": [], "mirrorline": [], "mirrorline-records": ["batch.forwarding
            "mirrorline-gather-10": ["replication.fetch.gather.ms = 10"],
            "mirrorline-gather-0": ["replication.fetch.gather.ms = 0"],
            "mirrorline-gather-3": ["replication.fetch.gather.ms = 3"],
-           # each task with a consumer and producer of its own, as in Connect (tasks.share.clients=false)
-           "mirrorline-unshared": ["tasks.share.clients = false"],
-           "mirrorline-gather-5-unshared": ["replication.fetch.gather.ms = 5", "tasks.share.clients = false"],
+           # a connector's tasks sharing one consumer and producer (tasks.share.clients=true; false by default)
+           "mirrorline-shared": ["tasks.share.clients = true"],
+           "mirrorline-gather-5-shared": ["replication.fetch.gather.ms = 5", "tasks.share.clients = true"],
+           "mirrorline-gather-10-shared": ["replication.fetch.gather.ms = 10", "tasks.share.clients = true"],
            # the default engine on asyncio's own event loop instead of uvloop: not run unless asked
            "mirrorline-asyncio": []}
 #: environment variables an engine runs with, on top of this process's

@@ -1,10 +1,10 @@
 """MirrorSource tasks of one connector in one worker share their consumer and producer
-(``tasks.share.clients``, true by default), against real clusters A and B.
+(``tasks.share.clients=true``; false by default), against real clusters A and B.
 
 librdkafka (confluent-kafka, an independent client) writes the source records and reads the
 mirrored ones: every partition must arrive exactly as written, in order, once, including while one
 of the two tasks is restarted under a steady stream (its partitions leave and rejoin the shared
-consumer; the other task's must not notice). With ``tasks.share.clients=false`` each task has its own.
+consumer; the other task's must not notice). By default each task has its own.
 """
 
 from __future__ import annotations
@@ -87,7 +87,8 @@ async def test_two_tasks_share_their_clients_and_a_restart_of_one_leaves_every_p
     await asyncio.to_thread(write, cluster_a.bootstrap_servers, topic, 0, 3000)
     alias = unique_name("A")
     name = unique_name("mirror")
-    config = flow_config(topics=topic, tasks_max=2, source_alias=alias, **{"heartbeats.replication.enabled": "false"})
+    config = flow_config(topics=topic, tasks_max=2, source_alias=alias, **{"heartbeats.replication.enabled": "false",
+                                                                          "tasks.share.clients": "true"})
     worker = {"bootstrap.servers": cluster_b.bootstrap_servers,
               "offset.storage.file.filename": str(tmp_path / "offsets.json")}
     remote = f"{alias}.{topic}"
@@ -110,14 +111,13 @@ async def test_two_tasks_share_their_clients_and_a_restart_of_one_leaves_every_p
     assert shares_of(name) == ([], [])  # the last task to stop closed them
 
 
-async def test_tasks_share_clients_false_gives_every_task_its_own(cluster_a, cluster_b, make_topic, flow_config,
+async def test_by_default_every_task_has_its_own_clients(cluster_a, cluster_b, make_topic, flow_config,
                                                                   tmp_path, unique_name):
     topic = await make_topic(cluster_a, PARTITIONS)
     await asyncio.to_thread(write, cluster_a.bootstrap_servers, topic, 0, 600)
     alias = unique_name("A")
     name = unique_name("mirror")
-    config = flow_config(topics=topic, tasks_max=2, source_alias=alias, **{"heartbeats.replication.enabled": "false",
-                                                                          "tasks.share.clients": "false"})
+    config = flow_config(topics=topic, tasks_max=2, source_alias=alias, **{"heartbeats.replication.enabled": "false"})
     worker = {"bootstrap.servers": cluster_b.bootstrap_servers,
               "offset.storage.file.filename": str(tmp_path / "offsets.json")}
     async with running_standalone(worker, [{"name": name, **config}]) as url, Rest(url) as rest:
