@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -24,11 +25,22 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from support.worker import Rest
 
 
+#: Ports above the kernel's ephemeral range (32768-60999 by default): a port picked here and bound
+#: by a worker seconds later cannot meanwhile be handed by the kernel to someone's bind(0) or
+#: outgoing connection (it once went to a Spark test's py4j gateway, and the test's REST calls with it).
+_ABOVE_EPHEMERAL = range(61000, 65536)
+
+
 def free_port() -> int:
-    """A TCP port free on loopback right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A TCP port free on loopback right now, outside the kernel's ephemeral range."""
+    for port in random.sample(_ABOVE_EPHEMERAL, 200):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port found above the ephemeral range")
 
 
 @dataclass
