@@ -137,12 +137,31 @@ class KafkaConsumer(Consumer):
                 task = getattr(getattr(self._consumer, "_fetcher", None), "_fetch_task", None)
                 if task is not None and not task.done():
                     task.cancel()
-            stopping.result()
+            if stopping.cancelled():
+                # Not this call's cancellation (that raises from the wait above): aiokafka's fetcher
+                # cancels its fetches on close and awaits each bare, so a fetch sleeping out its retry
+                # back-off (a broker down) ends the close with a CancelledError before the
+                # connections are closed. Finish the close ourselves.
+                await self._finish_close()
+            else:
+                stopping.result()
         except AIO_ERRORS as exc:
             raise translate(exc) from exc
         finally:
             if not stopping.done():  # this stop() was cancelled: so is the consumer's
                 stopping.cancel()
+
+    async def _finish_close(self) -> None:
+        """The rest of aiokafka's close after its fetcher's close ended early: cancel the fetches it
+        did not reach, then close the connections."""
+        fetcher = getattr(self._consumer, "_fetcher", None)
+        if fetcher is not None:
+            left = [task for task in fetcher._pending_tasks if not task.done()]
+            for task in left:
+                task.cancel()
+            if left:
+                await asyncio.wait(left)
+        await self._consumer._client.close()
 
     def _not_subscribed_by_pattern(self) -> bool:
         # aiokafka's pattern subscription keeps an empty topic list meaning "every topic"

@@ -179,6 +179,8 @@ class _Retries:
     def put_back(self, batch) -> None:
         """Put ``batch`` back first in its partition's queue, unmute the partition, wake the sender."""
         self._waiting.pop(batch, None)
+        if batch.future.done():  # failed meanwhile (a stop gave up on it): nothing to send again
+            return
         self._accumulator.reenqueue(batch)
         self._sender._muted_partitions.discard(batch.tp)
         waiter = self._accumulator._waiter_future  # wakes the sender: there is something to drain

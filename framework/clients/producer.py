@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
-from aiokafka.errors import IllegalOperation, TopicAuthorizationFailedError
+from aiokafka.errors import IllegalOperation, KafkaTimeoutError, TopicAuthorizationFailedError
 from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.producer.message_accumulator import MessageBatch
 from aiokafka.producer.transaction_manager import TransactionState
@@ -397,6 +397,39 @@ class KafkaProducer(Producer):
 
     async def stop(self) -> None:
         await self._call(self._producer.stop())
+
+    async def stop_within(self, timeout: float) -> int:
+        """Stop, waiting at most ``timeout`` seconds for the writes not yet acknowledged.
+
+        :meth:`stop` waits for every write to be acknowledged or to fail, which with the cluster
+        unreachable is ``delivery.timeout.ms`` (two minutes by default), longer than a shutdown
+        may take. Writes still unacknowledged after ``timeout`` are failed here (their futures
+        raise a timeout: whoever waits for them learns they may not have been written) and the
+        connections are closed. Returns how many batches were given up on (0: everything ended
+        in time).
+        """
+        stopping = asyncio.ensure_future(self._producer.stop())
+        given_up = 0
+        try:
+            if not (await asyncio.wait([stopping], timeout=max(timeout, 0)))[0]:
+                accumulator = self._producer._message_accumulator
+                batches = [batch for queued in accumulator._batches.values() for batch in queued]
+                batches += accumulator._pending_batches
+                given_up = len(batches)
+                accumulator.fail_all(KafkaTimeoutError(
+                    f"the producer was stopped with this write unacknowledged after {timeout:g}s"))
+                for batch in batches:  # counted above: nobody else may look at these failures any more
+                    futures = [batch.future, batch._drain_waiter, *(future for future, _ in batch._msg_futures)]
+                    for future in futures:
+                        if future.done() and not future.cancelled():
+                            future.exception()
+            await stopping  # every batch has ended now: the sender and the connections close at once
+        except AIO_ERRORS as exc:
+            raise translate(exc) from exc
+        finally:
+            if not stopping.done():  # this call was cancelled: so is the stop
+                stopping.cancel()
+        return given_up
 
     async def send(self, topic: str, value: bytes | None = None, key: bytes | None = None,
                    partition: int | None = None, timestamp_ms: int | None = None,
