@@ -194,7 +194,7 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
         await eos.verify()
         self._context = WorkerSourceTaskContext(self.id, self._offset_reader, self.warnings, on_crash=self._fail,
                                                 accepts_batches=self._chain is None and self._converters is None,
-                                                on_commit_request=self.request_commit)
+                                                on_commit_request=self.request_commit, clients=self.clients)
         self._context.exactly_once = True
         self._context.transaction_context = self._txn_context
         self.task.initialize(self._context)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import Any
 
 from mirrorline.clients.producer import KafkaProducer
@@ -77,19 +77,28 @@ class SharedProducer:
                          self._key[1], share.holders)
 
     async def stop(self) -> None:
+        await self._leave(lambda producer: producer.stop())
+
+    async def stop_within(self, timeout: float) -> int:
+        """Leave the share; the last holder stops the producer as :meth:`KafkaProducer.stop_within`
+        does. Returns how many batches were given up on (0 when another task still holds it)."""
+        return await self._leave(lambda producer: producer.stop_within(timeout)) or 0
+
+    async def _leave(self, stop: Callable[[KafkaProducer], Awaitable[Any]]) -> Any:
         if not self._held:
-            return
+            return None
         self._held = False
         share = self._share
         async with share.lock:
             share.holders -= 1
             if share.holders > 0:
-                return
+                return None
             share.closed = True
             self._shares._forget(self._key, share)
             if share.started:
                 share.started = False
-                await share.producer.stop()
+                return await stop(share.producer)
+        return None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._share.producer, name)

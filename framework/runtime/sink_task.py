@@ -128,7 +128,7 @@ class WorkerSinkTask(TaskRunner):
                  "group_id": f"connect-{self.id.connector}", "enable_auto_commit": False})
             await bounded(self._consumer.start(), self._start_timeout_s, f"Task {self.id}: starting its consumer")
             await bounded(self._errors.start(), self._start_timeout_s, f"Task {self.id}: starting its error reporters")
-            self._context = WorkerSinkTaskContext(self, self.warnings)
+            self._context = WorkerSinkTaskContext(self, self.warnings, clients=self.clients)
             self.task.initialize(self._context)
             config = dict(self.config)
             if self._topics:  # Connect hands the task its connector's topics too

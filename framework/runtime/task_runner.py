@@ -26,12 +26,14 @@ from typing import Any
 
 from mirrorline.api.errors import ConnectError
 from mirrorline.clients.errors import translate
+from mirrorline.clients.runtime_clients import KAFKA_CLIENTS
 from mirrorline.api.records import ConnectorTaskId
 from mirrorline.runtime import metrics
 from mirrorline.runtime.background import BackgroundTasks, without_stray_cancellation
 from mirrorline.runtime.bounded import bounded
 from mirrorline.runtime.converters import RecordConverters
 from mirrorline.runtime.error_handling import ErrorHandler, ErrorSettings
+from mirrorline.runtime.owned_clients import OwnedClients
 from mirrorline.runtime.transform_chain import TransformChain
 from mirrorline.storage.status import State
 
@@ -41,6 +43,8 @@ StatusCallback = Callable[[ConnectorTaskId, State, str | None], Awaitable[None]]
 FailureCallback = Callable[[ConnectorTaskId, BaseException], Awaitable[None]]
 
 RETRY_BACKOFF_S = 1.0
+#: How long each client an abandoned task leaves open may take to close (its producer gives up at once)
+CLOSE_NOW_TIMEOUT_S = 5.0
 RETRY_BACKOFF_MAX_S = 10.0
 #: The status warning keys the runtime itself reports.
 RETRYING = "retrying"
@@ -86,6 +90,8 @@ class TaskRunner(ABC):
         self.id = task_id
         self.task = task
         self.config = config
+        #: the clients the task opens through its context: closed by :meth:`release_clients` if its stop is abandoned
+        self.clients = OwnedClients(KAFKA_CLIENTS, f"Task {task_id}")
         self._on_status = on_status
         self._on_failure = on_failure
         self._on_topic = on_topic
@@ -158,6 +164,11 @@ class TaskRunner(ABC):
         self._background.cancel_all()
         if self._context is not None:
             self._context.cancel_background()
+
+    async def release_clients(self) -> None:
+        """After :meth:`abandon`: close at once the clients the abandoned stop did not get to, those
+        the task opened through its context included."""
+        await self.clients.close_all(CLOSE_NOW_TIMEOUT_S)
 
     async def _close_pipeline(self, timeout: float) -> None:
         """Stop the task's own background work, then close its transforms, converters and error reporters."""

@@ -332,6 +332,11 @@ class Worker:
             worker_task.abandon()
             log.error("Task %s did not stop cleanly (%r); the worker goes on. Records after its last stored "
                       "offset are written again when it next starts", worker_task.id, exc)
+            try:
+                await bounded(worker_task.release_clients(), self.stop_timeout_s, f"Task {worker_task.id}: "
+                              f"closing its clients")
+            except Exception as closing:  # noqa: BLE001 - the worker goes on all the same
+                log.warning("Task %s: its clients did not close (%r)", worker_task.id, closing)
 
     async def stop_tasks(self, task_ids: Iterable[ConnectorTaskId]) -> None:
         """Stop several tasks in parallel (as Connect does on a rebalance), each bounded in time."""

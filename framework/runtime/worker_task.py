@@ -86,6 +86,10 @@ DEFAULT_DELIVERY_TIMEOUT_MS = 120_000
 PRODUCE_LANES = 2
 #: A task's requested offset flushes (``context.request_commit()``) come at most this often
 REQUESTED_FLUSH_MIN_GAP_S = 1.0
+#: On stop, the flush and the offsets' write share the flush budget; the offsets of what was
+#: acknowledged get at least this long even after a flush that used it all (the target down, the
+#: offsets' store up: a file, or another cluster)
+MIN_OFFSETS_ON_STOP_S = 1.0
 
 
 class RecordWriteError(ConnectError):
@@ -146,6 +150,8 @@ class WorkerSourceTask(TaskRunner):
         self._resumed = asyncio.Event()
         self._resumed.set()
         self._producer: KafkaProducer | SharedProducer | None = None
+        #: set once the stop closes the producer: writes it gives up on then fail without failing the task
+        self._producer_stopping = False
         self._commit_due = False
         #: set by ``context.request_commit()``: the flush loop stores offsets without waiting out the interval
         self._flush_requested = asyncio.Event()
@@ -182,7 +188,7 @@ class WorkerSourceTask(TaskRunner):
             self._context = WorkerSourceTaskContext(self.id, self._offset_reader, self.warnings, on_crash=self._fail,
                                                     accepts_batches=self._chain is None and self._converters is None,
                                                     on_commit_request=self.request_commit,
-                                                    client_share=self._client_share)
+                                                    client_share=self._client_share, clients=self.clients)
             self.task.initialize(self._context)
             await bounded(self.task.start(dict(self.config)), self._start_timeout_s, f"Task {self.id}: start()")
             self._started = True
@@ -220,13 +226,22 @@ class WorkerSourceTask(TaskRunner):
         self._clear_metrics()
 
     async def _shutdown(self, timeout: float) -> None:
+        flushed = True
         if self._producer is not None:
+            # the flush and the offsets share one budget, as in Connect (offset.flush.timeout.ms)
+            deadline = asyncio.get_running_loop().time() + timeout
             try:
                 await asyncio.wait_for(self._producer.flush(), timeout)
             except Exception as exc:  # a broker down at shutdown: keep the offsets we have
+                flushed = False
                 log.warning("Task %s could not flush its producer on stop (%r); records after the last "
                             "stored offset will be written again on restart", self.id, exc)
-            await self._commit_offsets()
+            try:  # an unreachable offsets cluster must not hold the stop until the worker gives up on it
+                left = max(deadline - asyncio.get_running_loop().time(), MIN_OFFSETS_ON_STOP_S)
+                await bounded(self._commit_offsets(), left, f"Task {self.id}: storing its offsets")
+            except Exception as exc:
+                log.warning("Task %s could not store its offsets on stop (%r); records after the last stored "
+                            "offset will be written again on restart", self.id, exc)
             await self._drain_acked()
         if self._started:
             self._started = False
@@ -237,12 +252,30 @@ class WorkerSourceTask(TaskRunner):
                 await bounded(self._creator.close(), timeout, f"Task {self.id}: closing its topic admin client")
             except Exception as exc:
                 log.warning("Task %s: its topic admin client did not close cleanly: %r", self.id, exc)
-        if self._producer is not None:
-            try:
-                await bounded(self._producer.stop(), timeout, f"Task {self.id}: stopping its producer")
-            except Exception as exc:
-                log.warning("Task %s: its producer did not stop cleanly: %r", self.id, exc)
-            self._producer = None
+        await self._stop_producer(timeout if flushed else 0)
+
+    async def _stop_producer(self, wait_s: float) -> None:
+        """Stop the producer, giving up on what is unacknowledged after ``wait_s`` (0 after a failed
+        flush: it was waited for already), so its connections close even with the target unreachable."""
+        producer, self._producer = self._producer, None
+        if producer is None:
+            return
+        self._producer_stopping = True
+        try:
+            given_up = await bounded(producer.stop_within(wait_s), wait_s + 5, f"Task {self.id}: stopping its producer")
+        except Exception as exc:
+            log.warning("Task %s: its producer did not stop cleanly: %r", self.id, exc)
+            return
+        if given_up:
+            log.warning("Task %s: %d batch(es) were still unacknowledged when its producer stopped; they are "
+                        "written again from the last stored offset on restart", self.id, given_up)
+
+    async def release_clients(self) -> None:
+        """After an abandoned stop: close the producer at once, unacknowledged writes given up on, so its
+        connections and sender do not outlive the task (they would retry against an unreachable
+        target until the process ends)."""
+        await self._stop_producer(0)
+        await super().release_clients()
 
     def _clear_metrics(self) -> None:
         for gauge in (metrics.TASK_RUNNING, metrics.TASK_STALLED, metrics.TASK_RETRYING):
@@ -542,8 +575,8 @@ class WorkerSourceTask(TaskRunner):
         if future.cancelled():
             return
         error = future.exception()  # retrieved even when failed already, so asyncio does not complain
-        if self.failed:
-            return
+        if self.failed or (error is not None and self._producer_stopping):
+            return  # given up on by the stop: written again from the last stored offset, not a task failure
         if error is not None:
             # aiokafka already retried retriable errors (idempotent batches never expire): this is final.
             exc = self._write_error(record, error)

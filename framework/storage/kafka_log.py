@@ -56,6 +56,10 @@ _TOPIC_READY_TIMEOUT_S = 30.0
 _READ_TIMEOUT_S = 60.0
 #: fetch.max.wait.ms of the tail's consumer unless the client settings give one
 TAIL_FETCH_WAIT_MS = 5000
+#: How long stopping a log waits for its writes not yet acknowledged (a status or offsets record
+#: written as the worker shuts down) before giving them up: with the cluster unreachable the
+#: producer would otherwise wait out ``delivery.timeout.ms`` (two minutes) per log.
+STOP_WRITES_WAIT_S = 5.0
 #: How long the tail's getmany waits for records. It returns as soon as there are some; waiting
 #: longer only wakes an idle log less often (it was 1 s: one wake-up a second per internal log).
 TAIL_POLL_TIMEOUT_MS = 10_000
@@ -138,7 +142,11 @@ class KafkaBasedLog:
         if consumer is not None:
             await consumer.stop()
         if producer is not None:
-            await producer.stop()
+            given_up = await producer.stop_within(STOP_WRITES_WAIT_S)
+            if given_up:
+                log.warning("log %s: %d batch(es) of writes were not acknowledged within %gs of stopping and were "
+                            "given up on (is the cluster reachable?); what they held may not be in the topic",
+                            self.topic, given_up, STOP_WRITES_WAIT_S)
 
     async def send(self, key: bytes, value: bytes | None, partition: int | None = None) -> RecordMetadata:
         """Write one record and wait for the broker's acknowledgement; returns where it landed."""

@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import time
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 from urllib.parse import urlparse
 
@@ -49,6 +49,7 @@ from mirrorline.api.records import ConnectorTaskId
 from mirrorline.plugins import PluginRegistry
 from mirrorline.runtime.abstract_herder import AbstractHerder
 from mirrorline.runtime.background import BackgroundTasks, without_stray_cancellation
+from mirrorline.runtime.bounded import bounded
 from mirrorline.runtime.distributed import metrics
 from mirrorline.runtime.distributed.assignment import CONFIG_MISMATCH, Assignment, MemberState, assign
 from mirrorline.runtime.distributed.fencing import ZombieFencing
@@ -126,6 +127,8 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         self._deferred_reconfigurations: set[str] = set()
         self._rebalancing = True
         self._stopping = False
+        #: whether start() got as far as the loop that carries out every change here
+        self._events_running = False
         #: the leader's zombie fencing and the tasks' checks (exactly.once.source.support preparing or enabled)
         self._fencing = None if self.exactly_once_support == DISABLED else ZombieFencing(
             self.config_store, worker_config["group.id"], raw, submit=self._submit,
@@ -163,6 +166,7 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         self._known_connectors = set(self.config_store.connectors())
         self._task_counts = {c: len(self.config_store.task_configs(c)) for c in self._known_connectors}
         self._background.spawn(self._run_events(), "events")
+        self._events_running = True
         self._background.spawn(self._rotate_session_keys(), "session-keys")
         await self.member.start()
         log.info("Worker %s joined group %s", self.worker_id, self.member.group_id)
@@ -171,10 +175,12 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         """Stop what runs here (tasks store their offsets), leave the group, close the stores."""
         self._stopping = True
         self._rebalancing = True
-        try:
-            await asyncio.wait_for(self._submit(self._stop_everything), self.worker_config["rebalance.timeout.ms"] / 1000)
-        except Exception as exc:  # noqa: BLE001 - keep shutting down
-            log.error("Stopping the work of worker %s failed: %r", self.worker_id, exc)
+        if self._events_running:  # else its start was interrupted before anything could run here
+            try:
+                await asyncio.wait_for(self._submit(self._stop_everything),
+                                       self.worker_config["rebalance.timeout.ms"] / 1000)
+            except Exception as exc:  # noqa: BLE001 - keep shutting down
+                log.error("Stopping the work of worker %s failed: %r", self.worker_id, exc)
         await self.member.stop()
         await self.job_manager.close()
         await self.supervisor.close()
@@ -329,7 +335,8 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         self._owned_connectors.discard(name)
         self.supervisor.forget(name)
         if record and running:
-            await self.worker.set_connector_state(name, State.UNASSIGNED)
+            await self._record_states([self.worker.set_connector_state(name, State.UNASSIGNED)],
+                                      f"connector {name} stopped")
 
     async def _start_task_here(self, task_id: ConnectorTaskId) -> None:
         configs = self.config_store.task_configs(task_id.connector)
@@ -353,15 +360,38 @@ class DistributedHerder(AbstractHerder, MembershipListener):
             self._owned_tasks.discard(task_id)
             self.supervisor.forget(task_id)
             metrics.task_assigned(self.worker_id, task_id, False)
-        if record:
-            for task_id in running:
-                await self.worker.set_task_state(task_id, State.UNASSIGNED)
+        if record and running:
+            await self._record_states([self.worker.set_task_state(task_id, State.UNASSIGNED) for task_id in running],
+                                      f"{len(running)} task(s) stopped")
+
+    async def _record_states(self, writes: list[Coroutine[Any, Any, None]], what: str) -> None:
+        """Write statuses. While the worker shuts down they are written side by side and waited for
+        at most ``task.shutdown.graceful.timeout.ms``: with the status topic's cluster unreachable each
+        write would wait out the producer's ``delivery.timeout.ms``, and the shutdown with it."""
+        if not self._stopping:
+            for write in writes:
+                await write
+            return
+        try:
+            await bounded(asyncio.gather(*writes), self.worker.stop_timeout_s, f"Worker {self.worker_id}: recording "
+                          f"that {what}")
+        except Exception as exc:  # noqa: BLE001 - keep shutting down
+            log.warning("Worker %s could not record in the status topic that %s (%r); the statuses stay as they "
+                        "were until another worker takes the work over", self.worker_id, what, exc)
 
     async def _stop_everything(self) -> None:
         await self.job_manager.run_here(())  # jobs first: another worker resumes them
-        await self._stop_tasks_here(sorted(set(self.worker.tasks) | self._owned_tasks))
-        for name in sorted(set(self.worker.connectors) | self._owned_connectors):
-            await self._stop_connector_here(name)
+        tasks = sorted(set(self.worker.tasks) | self._owned_tasks)
+        connectors = sorted(set(self.worker.connectors) | self._owned_connectors)
+        stopped_tasks = [task_id for task_id in tasks if task_id in self.worker.tasks]
+        stopped_connectors = [name for name in connectors if name in self.worker.connectors]
+        await self._stop_tasks_here(tasks, record=False)
+        await asyncio.gather(*(self._stop_connector_here(name, record=False) for name in connectors))
+        # one round of status writes for all, so an unreachable status topic costs one wait, not one per connector
+        await self._record_states([self.worker.set_task_state(task_id, State.UNASSIGNED) for task_id in stopped_tasks]
+                                  + [self.worker.set_connector_state(name, State.UNASSIGNED)
+                                     for name in stopped_connectors],
+                                  f"{len(stopped_tasks)} task(s) and {len(stopped_connectors)} connector(s) stopped")
         self._assignment = None
 
     async def _publish_task_configs(self, name: str) -> None:

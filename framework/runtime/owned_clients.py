@@ -1,0 +1,76 @@
+"""The clients a task opens through its context, owned by the runtime so that none outlives the task.
+
+A task opens its clients with ``context.clients`` and closes them in its own ``stop()``. When that
+stop hangs (its cluster unreachable: a producer's stop waits for acknowledgements up to
+``delivery.timeout.ms``), the worker gives up on it after ``task.shutdown.graceful.timeout.ms``,
+and the clients would go on retrying against the unreachable cluster until the process ends.
+:class:`OwnedClients` hands out the runtime's clients and remembers each; :meth:`OwnedClients.close_all`
+stops them all (stopping a stopped client does nothing), a producer giving up at once on what it
+has not had acknowledged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from mirrorline.api.clients import Admin, BatchFetch, Consumer, KafkaClients, Producer
+
+log = logging.getLogger(__name__)
+
+_Client = TypeVar("_Client")
+
+
+class OwnedClients(KafkaClients):
+    """``clients``, remembering every client handed out so :meth:`close_all` can stop them."""
+
+    def __init__(self, clients: KafkaClients, owner: str):
+        self._clients = clients
+        self._owner = owner
+        self._handed_out: list[Any] = []
+
+    def _own(self, client: _Client) -> _Client:
+        self._handed_out.append(client)
+        return client
+
+    def admin(self, props: Mapping[str, Any]) -> Admin:
+        return self._own(self._clients.admin(props))
+
+    def consumer(self, props: Mapping[str, Any], *, fetch_batches: BatchFetch | None = None,
+                 fetch_sessions: bool = False, gather_max_wait_ms: int | None = None,
+                 share: str | None = None) -> Consumer:
+        return self._own(self._clients.consumer(props, fetch_batches=fetch_batches, fetch_sessions=fetch_sessions,
+                                                gather_max_wait_ms=gather_max_wait_ms, share=share))
+
+    def producer(self, props: Mapping[str, Any]) -> Producer:
+        return self._own(self._clients.producer(props))
+
+    async def security_problem(self, props: Mapping[str, Any], timeout_s: float = 10.0) -> str | None:
+        return await self._clients.security_problem(props, timeout_s)
+
+    def quiet_logs(self) -> contextlib.AbstractContextManager:
+        return self._clients.quiet_logs()
+
+    def __getattr__(self, name: str) -> Any:  # what the runtime's clients offer beyond the contract
+        return getattr(self._clients, name)
+
+    async def close_all(self, timeout_s: float) -> None:
+        """Stop every client handed out, side by side, each within ``timeout_s``; a producer gives up
+        at once on its unacknowledged writes. A client that will not stop is logged."""
+        clients, self._handed_out = self._handed_out, []
+        results = await asyncio.gather(*(asyncio.wait_for(_stop_now(client), timeout_s) for client in clients),
+                                       return_exceptions=True)
+        for client, result in zip(clients, results):
+            if isinstance(result, Exception):
+                log.warning("%s: a %s it opened did not close: %r", self._owner, type(client).__name__, result)
+
+
+async def _stop_now(client: Any) -> None:
+    stop_within = getattr(client, "stop_within", None)
+    if stop_within is not None:
+        await stop_within(0)
+    else:
+        await client.stop()
