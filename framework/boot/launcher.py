@@ -2,8 +2,9 @@
 
 Each WorkerSpec becomes a StandaloneHerder with its own stores, started with its connector
 configs, or (``distributed``) a DistributedHerder that joins its group and whose leader
-writes the connector configs. All run on this event loop until SIGTERM/SIGINT, then stop in
-reverse order, so every task flushes and stores its offsets. Workers started this way serve
+writes the connector configs. All run on this event loop until SIGTERM/SIGINT, then stop side
+by side (each task flushes and stores its offsets, each bounded in time, so a worker whose
+cluster is unreachable does not hold up the others' stop). Workers started this way serve
 no REST API; with ``listeners`` the process serves ``/health`` and ``/metrics`` instead
 (:class:`~mirrorline.boot.health_server.HealthServer`), bound before any worker starts.
 """
@@ -58,21 +59,50 @@ class ProcessLauncher(WorkerLauncher):
                 if server is not None:
                     await server.start(listener)
                     self.health_server = server
-                for spec in workers:
-                    herder = await self._start(spec)
-                    self.herders.append(herder)
-                    if server is not None:
-                        server.add(spec.worker_id, herder)
-                log.info("Running %d worker(s): %s", len(workers), ", ".join(w.worker_id for w in workers))
-                await stop.wait()
-                log.info("Shutting down: stopping tasks and storing their offsets")
+                # a stop asked for while workers start (a cluster down makes a start retry for long)
+                # is not left waiting until every start ends
+                starting = asyncio.ensure_future(self._start_all(workers, server))
+                asked = asyncio.ensure_future(stop.wait())
+                try:
+                    await asyncio.wait({starting, asked}, return_when=asyncio.FIRST_COMPLETED)
+                    if starting.done():
+                        starting.result()
+                        log.info("Running %d worker(s): %s", len(workers), ", ".join(w.worker_id for w in workers))
+                        await asked
+                        log.info("Shutting down: stopping tasks and storing their offsets")
+                    else:
+                        log.warning("Shutting down while workers were starting (%d of %d begun): stopping what "
+                                    "started; the others are not started", len(self.herders), len(workers))
+                        starting.cancel()
+                        await asyncio.gather(starting, return_exceptions=True)
+                finally:
+                    for future in (starting, asked):
+                        if not future.done():
+                            future.cancel()
             finally:
                 try:
-                    for herder in reversed(self.herders):
-                        await herder.stop()
+                    await self._stop_herders()
                 finally:  # answers liveness probes until the workers have stored their offsets
                     if server is not None:
                         await server.stop()
+
+    async def _start_all(self, workers: list[WorkerSpec], server: HealthServer | None) -> None:
+        """Start the workers one after the other (each joins :attr:`herders` as its start begins, so
+        a start that is interrupted or fails is stopped with the others)."""
+        for spec in workers:
+            herder = await self._start(spec)
+            if server is not None:
+                server.add(spec.worker_id, herder)
+
+    async def _stop_herders(self) -> None:
+        """Stop every herder side by side; one failing to stop cleanly is logged, not let end the others'."""
+        herders = list(reversed(self.herders))
+        results = await asyncio.gather(*(herder.stop() for herder in herders), return_exceptions=True)
+        for herder, result in zip(herders, results):
+            if isinstance(result, BaseException):
+                log.error("Worker %s did not stop cleanly: %r; what it had not stored (offsets, statuses) is "
+                          "read again or re-done when it next starts", getattr(herder, "worker_id", herder), result,
+                          exc_info=result)
 
     async def _resolved_settings(self, spec: WorkerSpec) -> dict[str, str]:
         """The spec's worker settings with references to the worker's config providers resolved."""
@@ -121,6 +151,7 @@ class ProcessLauncher(WorkerLauncher):
             spec.worker_id, config, self.plugins,
             offset_store=FileOffsetStore(offsets_file) if offsets_file else MemoryOffsetStore(),
             config_store=MemoryConfigStore(), status_store=MemoryStatusStore(), kafka_cluster_id=cluster_id)
+        self.herders.append(herder)
         await herder.start()
         for connector in spec.connector_configs:
             await herder.put_connector_config(connector["name"], connector, allow_replace=True)
@@ -138,5 +169,6 @@ class ProcessLauncher(WorkerLauncher):
                                    managed_connectors=spec.connector_configs)
         # no REST API: the id names the process, so statuses show which node runs each task
         herder.set_url("", f"{spec.worker_id}@{socket.gethostname()}:{os.getpid()}")
+        self.herders.append(herder)
         await herder.start()
         return herder
