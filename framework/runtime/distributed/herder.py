@@ -129,6 +129,8 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         self._stopping = False
         #: whether start() got as far as the loop that carries out every change here
         self._events_running = False
+        #: the change that loop is carrying out, and its name (None between changes)
+        self._change_under_way: tuple[asyncio.Future, str] | None = None
         #: the leader's zombie fencing and the tasks' checks (exactly.once.source.support preparing or enabled)
         self._fencing = None if self.exactly_once_support == DISABLED else ZombieFencing(
             self.config_store, worker_config["group.id"], raw, submit=self._submit,
@@ -176,6 +178,7 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         self._stopping = True
         self._rebalancing = True
         if self._events_running:  # else its start was interrupted before anything could run here
+            await self._end_change_under_way()
             try:
                 await asyncio.wait_for(self._submit(self._stop_everything),
                                        self.worker_config["rebalance.timeout.ms"] / 1000)
@@ -202,22 +205,46 @@ class DistributedHerder(AbstractHerder, MembershipListener):
     async def _run_events(self) -> None:
         while True:
             fn, args, future = await self._events.get()
+            name = getattr(fn, "__name__", str(fn))
+            # a CancelledError from inside the change (it awaited something cancelled) is its
+            # failure: ending here would leave every later change, and the group's rejoin
+            # waiting on one, unanswered for good
+            change = asyncio.ensure_future(without_stray_cancellation(fn(*args), name))
+            self._change_under_way = (change, name)
             try:
-                # a CancelledError from inside the change (it awaited something cancelled) is its
-                # failure: ending here would leave every later change, and the group's rejoin
-                # waiting on one, unanswered for good
-                result = await without_stray_cancellation(fn(*args), getattr(fn, "__name__", str(fn)))
+                await asyncio.wait({change})
             except asyncio.CancelledError:  # the herder is closing
+                change.cancel()
                 if not future.done():
                     future.cancel()
                 raise
-            except Exception as exc:  # noqa: BLE001 - one failed change must not stop the herder
-                log.exception("Worker %s: %s%r failed", self.worker_id, getattr(fn, "__name__", fn), args)
+            finally:
+                self._change_under_way = None
+            if change.cancelled():  # stop() gave up on it (see _end_change_under_way)
                 if not future.done():
-                    future.set_exception(exc)
-            else:
+                    future.cancel()
+                continue
+            failure = change.exception()
+            if failure is not None:  # one failed change must not stop the herder
+                log.error("Worker %s: %s%r failed", self.worker_id, name, args, exc_info=failure)
                 if not future.done():
-                    future.set_result(result)
+                    future.set_exception(failure)
+            elif not future.done():
+                future.set_result(change.result())
+
+    async def _end_change_under_way(self) -> None:
+        """On stop: let the change under way end, for at most ``task.shutdown.graceful.timeout.ms``,
+        then cancel it. Changes run one at a time, and one waiting on a cluster that has become
+        unreachable (a status write, a task's start) would hold the stop behind it until
+        ``rebalance.timeout.ms``."""
+        under_way = self._change_under_way
+        if under_way is None or under_way[0].done():
+            return
+        change, name = under_way
+        if not (await asyncio.wait({change}, timeout=self.worker.stop_timeout_s))[0]:
+            log.warning("Worker %s: the change under way (%s) did not end within %gs of the stop; it is cancelled "
+                        "so the worker can stop", self.worker_id, name, self.worker.stop_timeout_s)
+            change.cancel()
 
     # -- serialising changes (AbstractHerder) ----------------------------------------------
     def _schedule_change(self, change: Callable[[], Awaitable[None]]) -> None:
