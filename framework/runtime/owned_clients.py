@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import weakref
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -30,10 +31,11 @@ class OwnedClients(KafkaClients):
     def __init__(self, clients: KafkaClients, owner: str):
         self._clients = clients
         self._owner = owner
-        self._handed_out: list[Any] = []
+        #: weakly held: a task that makes a client per use and drops it stopped keeps no list growing
+        self._handed_out: weakref.WeakSet = weakref.WeakSet()
 
     def _own(self, client: _Client) -> _Client:
-        self._handed_out.append(client)
+        self._handed_out.add(client)
         return client
 
     def admin(self, props: Mapping[str, Any]) -> Admin:
@@ -60,7 +62,7 @@ class OwnedClients(KafkaClients):
     async def close_all(self, timeout_s: float) -> None:
         """Stop every client handed out, side by side, each within ``timeout_s``; a producer gives up
         at once on its unacknowledged writes. A client that will not stop is logged."""
-        clients, self._handed_out = self._handed_out, []
+        clients, self._handed_out = list(self._handed_out), weakref.WeakSet()
         results = await asyncio.gather(*(asyncio.wait_for(_stop_now(client), timeout_s) for client in clients),
                                        return_exceptions=True)
         for client, result in zip(clients, results):

@@ -43,9 +43,9 @@ StatusCallback = Callable[[ConnectorTaskId, State, str | None], Awaitable[None]]
 FailureCallback = Callable[[ConnectorTaskId, BaseException], Awaitable[None]]
 
 RETRY_BACKOFF_S = 1.0
+RETRY_BACKOFF_MAX_S = 10.0
 #: How long each client an abandoned task leaves open may take to close (its producer gives up at once)
 CLOSE_NOW_TIMEOUT_S = 5.0
-RETRY_BACKOFF_MAX_S = 10.0
 #: The status warning keys the runtime itself reports.
 RETRYING = "retrying"
 STALLED = "stalled"
