@@ -48,6 +48,11 @@ A->B.topics = {topic}
         await produce(source.bootstrap_servers, topic, [(i % 2, None, f"r{i}".encode(), [], None) for i in range(50)])
         # librdkafka reads the copies: the flow runs, with a task writing to B
         await read_all(target.bootstrap_servers, f"A.{topic}", expect=50, timeout=90)
+        # and both workers have started: a start the kill interrupts fails instead (one error line, exit 1)
+        deadline = time.monotonic() + 90
+        while "Running 2 worker(s)" not in log_path.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
+            await asyncio.sleep(0.1)
         await asyncio.to_thread(kill_broker, broken_clusters.source_cluster)
         await asyncio.to_thread(kill_broker, broken_clusters.target_cluster)
         await asyncio.sleep(2)  # the clients notice: connections refused, writes pile up
