@@ -56,6 +56,13 @@ async def bounded(coro: Coroutine[Any, Any, T], timeout: float, what: str) -> T:
 def _abandoned_done(what: str):
     def done(task: asyncio.Task) -> None:
         _ABANDONED.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.warning("%s, abandoned after its timeout, ended with %r", what, task.exception())
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if isinstance(exc, asyncio.CancelledError):
+            # Our own cancel, reported as an exception: asyncio.gather's future ends that way when
+            # cancelled, and a coroutine may re-raise the cancel from a client it was awaiting.
+            log.debug("%s, abandoned after its timeout, ended cancelled", what)
+        elif exc is not None:
+            log.warning("%s, abandoned after its timeout, ended with %r", what, exc)
     return done

@@ -21,7 +21,7 @@ import pytest
 from mirrorline.api import SourceConnector, SourceRecord, SourceTask
 from mirrorline.plugins import full_name
 from mirrorline.runtime.background import BackgroundTasks, StrayCancellation
-from mirrorline.runtime.bounded import bounded
+from mirrorline.runtime.bounded import LifecycleTimeout, bounded
 from mirrorline.storage.status import State
 from support.herder_fakes import eventually, patch_record_producer, registry_of, start_distributed_herder
 
@@ -114,6 +114,32 @@ async def test_bounded_still_passes_on_the_callers_own_cancellation():
     caller.cancel()
     with pytest.raises(asyncio.CancelledError):
         await caller
+
+
+async def test_an_abandoned_gather_ending_cancelled_is_not_warned_about(caplog):
+    """asyncio.gather's future, cancelled after the timeout, ends with a CancelledError *exception*
+    (not as cancelled): that is the cancel bounded() itself made, not news for the operator."""
+    with caplog.at_level(logging.DEBUG, logger="mirrorline.runtime.bounded"):
+        with pytest.raises(LifecycleTimeout):
+            await bounded(asyncio.gather(asyncio.sleep(30), asyncio.sleep(30)), 0.01, "Worker w: recording")
+        await asyncio.sleep(0.05)  # the abandoned gather ends once its children have
+    ended = [r for r in caplog.records if "abandoned after its timeout" in r.getMessage()]
+    assert [r.levelno for r in ended] == [logging.DEBUG], [r.getMessage() for r in caplog.records]
+
+
+async def test_an_abandoned_call_ending_with_an_error_is_warned_about(caplog):
+    async def fails_when_cancelled():
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            raise RuntimeError("close failed") from None
+
+    with caplog.at_level(logging.DEBUG, logger="mirrorline.runtime.bounded"):
+        with pytest.raises(LifecycleTimeout):
+            await bounded(fails_when_cancelled(), 0.01, "Task t: stop")
+        await asyncio.sleep(0.01)
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warned == ["Task t: stop, abandoned after its timeout, ended with RuntimeError('close failed')"]
 
 
 async def test_a_background_task_ended_by_a_stray_cancelled_error_is_logged(caplog):
