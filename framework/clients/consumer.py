@@ -45,6 +45,9 @@ from mirrorline.clients.kafka_clients import client_kwargs
 from mirrorline.clients.fetch_planner import use_fast_plans
 from mirrorline.clients.topic_ids import read_topic_ids
 
+#: aiokafka's group coordinator's background tasks (what a close cut short may leave running)
+_COORDINATOR_TASKS = ("_coordination_task", "_heartbeat_task", "_commit_refresh_task", "_reset_committed_task")
+
 #: What aiokafka raises that the wall translates.
 AIO_ERRORS = (ak.KafkaError, ak.ConsumerStoppedError)
 #: How long stop() waits for aiokafka's fetch loop to end before cancelling it again.
@@ -69,6 +72,9 @@ def ours(tp: Any) -> TopicPartition:
 
 class KafkaConsumer(Consumer):
     """An assign-only consumer (see the module docstring); build it with :meth:`from_settings`."""
+
+    #: whether start() was called and stop() not yet (the runtime closes a task's clients left open)
+    is_open = False
 
     def __init__(self, kwargs: dict[str, Any], ignored: list[str] | None = None, *,
                  fetch_batches: BatchFetch | None = None, fetch_sessions: bool = False,
@@ -112,6 +118,7 @@ class KafkaConsumer(Consumer):
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
+        self.is_open = True
         try:
             await self._consumer.start()
         except AIO_ERRORS as exc:
@@ -127,6 +134,7 @@ class KafkaConsumer(Consumer):
                                            check_crcs=self._check_crcs)
 
     async def stop(self) -> None:
+        self.is_open = False
         stopping = asyncio.ensure_future(self._consumer.stop())
         try:
             while not (await asyncio.wait([stopping], timeout=STOP_RECANCEL_S))[0]:
@@ -150,6 +158,28 @@ class KafkaConsumer(Consumer):
         finally:
             if not stopping.done():  # this stop() was cancelled: so is the consumer's
                 stopping.cancel()
+
+    async def close_now(self, timeout: float) -> None:
+        """Stop within ``timeout`` seconds, then make sure nothing of the consumer is left running.
+
+        For a consumer whose owner's stop was given up on (its cluster unreachable): a stop that
+        does not end in time, or that was cancelled half-way before (aiokafka then counts the
+        consumer as closed and a second stop does nothing), would leave the group coordinator's
+        heartbeat and the fetches retrying, and the connections open, until the process ends.
+        Leaving the group is not waited for beyond ``timeout``."""
+        try:
+            await asyncio.wait_for(self.stop(), max(timeout, 0))
+        except Exception:  # noqa: BLE001 - a timeout or the stop's own error: what it did not get to is closed below
+            pass
+        coordinator = getattr(self._consumer, "_coordinator", None)
+        tasks = [getattr(coordinator, name, None) for name in _COORDINATOR_TASKS]
+        tasks.append(getattr(getattr(self._consumer, "_fetcher", None), "_fetch_task", None))
+        left = [task for task in tasks if isinstance(task, asyncio.Future) and not task.done()]
+        for task in left:
+            task.cancel()
+        if left:
+            await asyncio.wait(left, timeout=max(timeout, 0.1))
+        await self._finish_close()
 
     async def _finish_close(self) -> None:
         """The rest of aiokafka's close after its fetcher's close ended early: cancel the fetches it

@@ -42,8 +42,8 @@ from mirrorline.runtime.converters import RecordConverters
 from mirrorline.runtime.error_handling import SKIP, ErrorHandler, Stage
 from mirrorline.runtime.sink_config import topics_pattern
 from mirrorline.runtime.transform_chain import TransformChain
-from mirrorline.runtime.task_runner import RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S, FailureCallback, StatusCallback, \
-    TaskRunner
+from mirrorline.runtime.task_runner import CLOSE_NOW_TIMEOUT_S, RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S, FailureCallback, \
+    StatusCallback, TaskRunner
 from mirrorline.storage.status import State
 
 log = logging.getLogger(__name__)
@@ -184,6 +184,20 @@ class WorkerSinkTask(TaskRunner):
             self._consumer = None
         for gauge in (metrics.TASK_RUNNING, metrics.TASK_RETRYING):
             gauge.labels(*self._labels).set(0)
+
+    async def release_clients(self) -> None:
+        """After an abandoned stop: close the group consumer at once (leaving the group is waited for
+        a few seconds at most; the group's session timeout ends the membership otherwise), then the
+        clients the task opened through its context."""
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            close_now = getattr(consumer, "close_now", None)
+            try:
+                await (close_now(CLOSE_NOW_TIMEOUT_S) if close_now is not None
+                       else asyncio.wait_for(consumer.stop(), CLOSE_NOW_TIMEOUT_S))
+            except Exception as exc:  # noqa: BLE001 - the context's clients are closed all the same
+                log.warning("Task %s: its consumer did not close: %r", self.id, exc)
+        await super().release_clients()
 
     def forget_topics(self) -> None:
         """Forget which topics this task consumed (topic-tracking reset)."""

@@ -410,3 +410,23 @@ async def test_errant_record_reporter_reports_the_consumed_record():
     assert context.original.value == b"0:1" and context.original.offset == 1  # as consumed
     assert context.stage.value == "TASK_PUT"
     await h.runner.stop()
+
+
+async def test_after_an_abandoned_stop_the_group_consumer_is_closed_at_once():
+    """The worker gave up on the task's stop (its cluster unreachable): release_clients closes the
+    consumer the runtime made for it, not only the clients the task opened through its context."""
+    h = Harness()
+    closed_within: list[float] = []
+
+    async def close_now(timeout):
+        closed_within.append(timeout)
+
+    h.consumer.close_now = close_now
+    await h.runner.start()
+    await h.until(lambda: h.task.opened)
+    h.runner.abandon()
+    await h.runner.release_clients()
+    assert closed_within == [sink_task_module.CLOSE_NOW_TIMEOUT_S]
+    assert h.runner._consumer is None
+    await h.runner.release_clients()  # twice does nothing more
+    assert closed_within == [sink_task_module.CLOSE_NOW_TIMEOUT_S]
