@@ -27,8 +27,9 @@ class ConfigStore(ABC):
     async def start(self) -> None:
         """Load existing configs."""
 
-    async def stop(self) -> None:
-        """Release resources."""
+    async def stop(self, writes_wait_s: float | None = None) -> None:
+        """Release resources. ``writes_wait_s``: how long to wait for writes not yet stored (None:
+        the store's own bound; 0 when the caller has already waited for its cluster in vain)."""
 
     @abstractmethod
     def connectors(self) -> dict[str, dict[str, str]]:

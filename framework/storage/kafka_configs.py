@@ -184,9 +184,9 @@ class KafkaConfigStore(LogBackedStore, ConfigStore):
             raise ValueError(f"config topic {self.topic!r} must have exactly 1 partition, but has {count}")
         self._started = True
 
-    async def stop(self) -> None:
+    async def stop(self, writes_wait_s: float | None = None) -> None:
         self._started = False
-        await super().stop()
+        await super().stop(writes_wait_s)
 
     # --- reads --------------------------------------------------------------------------
 

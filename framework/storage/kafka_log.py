@@ -128,8 +128,9 @@ class KafkaBasedLog:
             await self.stop()
             raise
 
-    async def stop(self) -> None:
-        """Stop tailing and close the clients. Safe to call more than once."""
+    async def stop(self, writes_wait_s: float = STOP_WRITES_WAIT_S) -> None:
+        """Stop tailing and close the clients, waiting at most ``writes_wait_s`` for writes not yet
+        acknowledged. Safe to call more than once."""
         tail, self._tail = self._tail, None
         if tail is not None:
             tail.cancel()
@@ -142,11 +143,11 @@ class KafkaBasedLog:
         if consumer is not None:
             await consumer.stop()
         if producer is not None:
-            given_up = await producer.stop_within(STOP_WRITES_WAIT_S)
+            given_up = await producer.stop_within(writes_wait_s)
             if given_up:
                 log.warning("log %s: %d batch(es) of writes were not acknowledged within %gs of stopping and were "
                             "given up on (is the cluster reachable?); what they held may not be in the topic",
-                            self.topic, given_up, STOP_WRITES_WAIT_S)
+                            self.topic, given_up, writes_wait_s)
 
     async def send(self, key: bytes, value: bytes | None, partition: int | None = None) -> RecordMetadata:
         """Write one record and wait for the broker's acknowledgement; returns where it landed."""
@@ -313,6 +314,7 @@ class LogBackedStore:
         """Create the topic if needed and read it to its end."""
         await self.log.start()
 
-    async def stop(self) -> None:
-        """Stop tailing and close the clients."""
-        await self.log.stop()
+    async def stop(self, writes_wait_s: float | None = None) -> None:
+        """Stop tailing and close the clients; ``writes_wait_s`` bounds the wait for unacknowledged
+        writes (None: :data:`STOP_WRITES_WAIT_S`)."""
+        await self.log.stop(STOP_WRITES_WAIT_S if writes_wait_s is None else writes_wait_s)

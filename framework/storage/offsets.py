@@ -34,8 +34,10 @@ class OffsetStore(ABC):
     async def start(self) -> None:
         """Load existing offsets. Called once before use."""
 
-    async def stop(self) -> None:
-        """Release resources. Called once at shutdown."""
+    async def stop(self, writes_wait_s: float | None = None) -> None:
+        """Release resources. Called once at shutdown. ``writes_wait_s``: how long to wait for writes
+        not yet stored (None: the store's own bound; 0 when the caller has already waited for its
+        cluster in vain)."""
 
     @abstractmethod
     async def get(self, connector: str, partitions: Sequence[Mapping[str, Any]]) -> list[Offset | None]:

@@ -131,7 +131,7 @@ class InMemoryConfigStore(MemoryConfigStore):
     async def start(self) -> None:
         self._started = True
 
-    async def stop(self) -> None:
+    async def stop(self, writes_wait_s: float | None = None) -> None:
         self._started = False
 
     async def put_connector(self, connector, config):

@@ -140,6 +140,8 @@ class DistributedHerder(AbstractHerder, MembershipListener):
             self.worker.exactly_once = self._exactly_once_settings
         #: offsets.storage.topic -> the store of the connectors that name it
         self._connector_stores: dict[str, ConnectorOffsetStore] = {}
+        #: a stop's status writes timed out (the status topic's cluster unreachable)
+        self._statuses_unrecorded = False
         self.worker.offset_store_for = self._connector_offset_store
 
     @property
@@ -191,10 +193,21 @@ class DistributedHerder(AbstractHerder, MembershipListener):
             await self._fencing.close()
         await self._background.close()
         metrics.forget_worker(self.worker_id)
-        for connector_store in self._connector_stores.values():
-            await connector_store.primary.stop()
-        for store in (self.config_store, self.status_store, self.offset_store):
-            await store.stop()
+        await self._stop_stores()
+
+    async def _stop_stores(self) -> None:
+        """Close the stores side by side: with their cluster unreachable each waits out its
+        unacknowledged writes (``kafka_log.STOP_WRITES_WAIT_S``), and one after another those waits
+        added up. One that fails is logged and does not keep the others open."""
+        stores = [connector_store.primary for connector_store in self._connector_stores.values()]
+        stores += [self.config_store, self.status_store, self.offset_store]
+        # The stop already waited for its status writes in vain: the internal topics' cluster is
+        # unreachable, and the writes still unacknowledged (offsets, statuses) have had that long.
+        writes_wait_s = 0 if self._statuses_unrecorded else None
+        results = await asyncio.gather(*(store.stop(writes_wait_s) for store in stores), return_exceptions=True)
+        for store, result in zip(stores, results):
+            if isinstance(result, BaseException):
+                log.warning("Worker %s: closing its %s failed: %r", self.worker_id, type(store).__name__, result)
 
     # -- the one coroutine that changes what runs here -------------------------------------
     def _submit(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> asyncio.Future:
@@ -403,6 +416,7 @@ class DistributedHerder(AbstractHerder, MembershipListener):
             await bounded(asyncio.gather(*writes), self.worker.stop_timeout_s, f"Worker {self.worker_id}: recording "
                           f"that {what}")
         except Exception as exc:  # noqa: BLE001 - keep shutting down
+            self._statuses_unrecorded = True
             log.warning("Worker %s could not record in the status topic that %s (%r); the statuses stay as they "
                         "were until another worker takes the work over", self.worker_id, what, exc)
 
