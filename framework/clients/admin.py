@@ -29,6 +29,9 @@ from mirrorline.clients.topic_ids import PartitionCountsRequest, TopicIdsRequest
 class KafkaAdmin(Admin):
     """An admin client of one cluster; build it with :meth:`from_settings`."""
 
+    #: whether start() was called and stop() not yet (the runtime closes a task's clients left open)
+    is_open = False
+
     def __init__(self, kwargs: dict[str, Any], ignored: list[str] | None = None):
         self.ignored_settings = list(ignored or [])
         self.principal = kwargs.get("sasl_plain_username")
@@ -55,9 +58,11 @@ class KafkaAdmin(Admin):
             raise translate(exc) from exc
 
     async def start(self) -> None:
+        self.is_open = True
         await self._call(self._admin.start())
 
     async def stop(self) -> None:
+        self.is_open = False
         await self._call(self._admin.close())
 
     # -- topics ----------------------------------------------------------------------------------

@@ -207,6 +207,11 @@ class SharedConsumer(Consumer):
         self._left = False
 
     @property
+    def is_open(self) -> bool:
+        """Whether this member started and has not left (the runtime closes a task's clients left open)."""
+        return self._started and not self._left
+
+    @property
     def consumer(self) -> KafkaConsumer:
         """The consumer underneath (its counters and hooks say how fetches went)."""
         return self._share.consumer

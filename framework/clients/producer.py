@@ -367,6 +367,9 @@ class KafkaProducer(Producer):
     contract, for the runtime's tasks: :meth:`send_record_batch` and transactions.
     """
 
+    #: whether start() was called and stop() not yet (the runtime closes a task's clients left open)
+    is_open = False
+
     def __init__(self, kwargs: dict[str, Any], ignored: list[str] | None = None):
         self.ignored_settings = list(ignored or [])
         self.principal = kwargs.get("sasl_plain_username")
@@ -393,9 +396,11 @@ class KafkaProducer(Producer):
             raise translate(exc) from exc
 
     async def start(self) -> None:
+        self.is_open = True
         await self._call(self._producer.start())
 
     async def stop(self) -> None:
+        self.is_open = False
         await self._call(self._producer.stop())
 
     async def stop_within(self, timeout: float) -> int:
@@ -408,6 +413,7 @@ class KafkaProducer(Producer):
         connections are closed. Returns how many batches were given up on (0: everything ended
         in time).
         """
+        self.is_open = False
         stopping = asyncio.ensure_future(self._producer.stop())
         given_up = 0
         try:

@@ -181,3 +181,4 @@ class TaskRunner(ABC):
             self._converters.close()
             self._converters = None
         await self._errors.close()
+        await self.clients.close_left_open(min(timeout, CLOSE_NOW_TIMEOUT_S))

@@ -78,3 +78,25 @@ async def test_a_client_that_will_not_stop_is_named_and_does_not_hold_up_the_oth
     await asyncio.wait_for(owned.close_all(0.2), 2)
     assert producer.stops == ["stop_within(0)"]
     assert "Task t-0: a StandIn it opened did not close" in caplog.text
+
+
+async def test_clients_a_task_left_open_after_its_stop_are_closed_and_named(caplog):
+    underneath = StandInClients()
+    owned = OwnedClients(underneath, "Task t-0")
+    closed, forgotten, producer = owned.admin({}), owned.consumer({}), owned.producer({})
+    closed.is_open, forgotten.is_open, producer.is_open = False, True, True  # the task stopped only the admin
+    kinds = await owned.close_left_open(3.0)
+    assert sorted(kinds) == ["StandIn", "StandInProducer"]
+    assert closed.stops == [] and forgotten.stops == ["stop"]
+    assert producer.stops == ["stop_within(3)"]  # left open, not abandoned: its writes get the time there is
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 2 and all(m.startswith("Task t-0: its stop() left a ") for m in warned), warned
+    assert any("left a StandInProducer open that it made through context.clients" in m for m in warned)
+
+
+async def test_a_task_that_closed_its_clients_gets_no_warning(caplog):
+    owned = OwnedClients(StandInClients(), "Task t-0")
+    consumer = owned.consumer({})
+    consumer.is_open = False
+    assert await owned.close_left_open(3.0) == []
+    assert consumer.stops == [] and "left a" not in caplog.text
