@@ -19,7 +19,10 @@ mirror (every 10 and 30 MB/s figure taken before 2026-11-29 was). Per
 run: p50, p99, p99.9 of the steady state (records written ``--settle``, 30, seconds or more after
 the rate started), p99 over the whole run and the catch-up time (the first second from which the
 median stays under 500 ms for 10 s: both engines start behind when the rate jumps from nothing to
-30 MB/s on this machine), records seen, the engine's CPU-seconds over the measured window, and the
+30 MB/s on this machine), records seen, the engine's CPU-seconds over the measured window and its
+CPU-seconds per minute once settled (``--settle`` seconds after the rate started, until the last write:
+Java's JIT makes MM2's CPU fall through the first minutes, so the whole-window figure flatters a
+short run's ratio to MM2), and the
 1-minute load average sampled every 5 s (its peak). A run whose peak load is above ``--max-load``
 (1.5) is repeated up to ``--repeats`` times; one still above is flagged in the table. Engines:
 ``mm2`` (Java MM2 dedicated mode), ``mirrorline`` (batch forwarding, the default) and
@@ -113,6 +116,9 @@ class LatencyRun:
     #: seconds from the first record until the copy kept up (see :func:`catch_up_seconds`)
     catch_up_s: float | None = None
     cpu_s: float | None = None
+    #: CPU-seconds per minute from --settle seconds after the rate started until the last write: the
+    #: steady cost, once Java's JIT has warmed up (MM2's CPU falls through the first minutes of a run)
+    steady_cpu_per_min: float | None = None
     #: the same records read on A (the source side's share of the latency), steady state only
     source_p50_ms: float | None = None
     source_p99_ms: float | None = None
@@ -259,11 +265,14 @@ def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp
         cpu0 = running.cpu_s()
         start = time.perf_counter()
         sent, next_load = 0, 0.0
+        settled: tuple[float, float] | None = None  # (wall clock, CPU-seconds) once --settle has passed
         while sent < total:
             elapsed = time.perf_counter() - start
             if elapsed >= next_load:
                 watch.sample()
                 next_load += 5
+            if settled is None and elapsed >= args.settle:
+                settled = (time.perf_counter(), running.cpu_s())
             due = min(total, int(elapsed * per_second) + 1)
             while sent < due:
                 try:
@@ -274,6 +283,8 @@ def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp
             producer.poll(0)
             running.check_alive()
             time.sleep(0.001)
+        if settled is not None and time.perf_counter() - settled[0] >= 10:
+            result.steady_cpu_per_min = (running.cpu_s() - settled[1]) / (time.perf_counter() - settled[0]) * 60
         producer.flush(60)
         timeline = readers["B"].finish(DRAIN_S)
         source_timeline = readers["A"].finish(DRAIN_S)
@@ -359,33 +370,35 @@ def write_timeline(run: LatencyRun, out: Path) -> Path:
     return path
 
 
-def ratios_to_mm2(run: LatencyRun, runs: list[LatencyRun]) -> tuple[float | None, float | None]:
-    """``run``'s p99 and CPU-seconds as multiples of MM2's at the same rate (its last attempt), or None."""
+def ratios_to_mm2(run: LatencyRun, runs: list[LatencyRun]) -> tuple[float | None, float | None, float | None]:
+    """``run``'s p99, CPU-seconds and steady CPU as multiples of MM2's at the same rate (its last
+    attempt), or None."""
     mm2 = [r for r in runs if r.engine == "mm2" and r.rate_mb_s == run.rate_mb_s]
     if not mm2 or run.engine == "mm2":
-        return None, None
+        return None, None, None
     base = mm2[-1]
 
     def ratio(mine, theirs):
         return mine / theirs if mine is not None and theirs else None
-    return ratio(run.p99_ms, base.p99_ms), ratio(run.cpu_s, base.cpu_s)
+    return (ratio(run.p99_ms, base.p99_ms), ratio(run.cpu_s, base.cpu_s),
+            ratio(run.steady_cpu_per_min, base.steady_cpu_per_min))
 
 
 def print_table(runs: list[LatencyRun]) -> None:
     head = (f"{'MB/s':>5} {'engine':<20} {'try':>3} {'records':>9} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} "
             f"{'p99 all':>8} {'catch-up s':>10} {'src p50':>8} {'src p99':>8} {'CPU s':>7} {'p99/MM2':>7} "
-            f"{'CPU/MM2':>7} {'load':>5}")
+            f"{'CPU/MM2':>7} {'CPU/min':>7} {'steady/MM2':>10} {'load':>5}")
     log(head)
     log("-" * len(head))
 
     def fmt(v, unit=""):
         return f"{v:.1f}" if v is not None and not unit else f"{v:.2f}{unit}" if v is not None else "-"
     for r in runs:
-        p99_ratio, cpu_ratio = ratios_to_mm2(r, runs)
+        p99_ratio, cpu_ratio, steady_ratio = ratios_to_mm2(r, runs)
         log(f"{r.rate_mb_s:>5g} {r.engine:<20} {r.attempt:>3} {r.records:>9} {fmt(r.p50_ms):>8} {fmt(r.p99_ms):>8} "
             f"{fmt(r.p999_ms):>9} {fmt(r.p99_all_ms):>8} {fmt(r.catch_up_s):>10} {fmt(r.source_p50_ms):>8} "
             f"{fmt(r.source_p99_ms):>8} {fmt(r.cpu_s):>7} {fmt(p99_ratio, 'x'):>7} {fmt(cpu_ratio, 'x'):>7} "
-            f"{r.load_peak:>5.1f}"
+            f"{fmt(r.steady_cpu_per_min):>7} {fmt(steady_ratio, 'x'):>10} {r.load_peak:>5.1f}"
             + ("  <-- taken above --max-load: not trustworthy" if r.flagged else ""))
 
 
@@ -494,7 +507,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"(after {args.settle:g} s); p99 over the whole run {run.p99_all_ms:.1f} ms, caught up "
                         f"after {run.catch_up_s} s; "
                         f"on A alone p50 {run.source_p50_ms or 0:.1f} / p99 {run.source_p99_ms or 0:.1f} ms; "
-                        f"{run.cpu_s:.1f} CPU s, peak load {run.load_peak:.1f}")
+                        f"{run.cpu_s:.1f} CPU s ({run.steady_cpu_per_min or 0:.1f} per minute once settled), "
+                        f"peak load {run.load_peak:.1f}")
                     if not run.flagged:
                         break
     finally:
