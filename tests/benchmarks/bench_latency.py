@@ -27,8 +27,9 @@ short run's ratio to MM2), and the
 (1.5) is repeated up to ``--repeats`` times; one still above is flagged in the table. Engines:
 ``mm2`` (Java MM2 dedicated mode), ``mirrorline`` (batch forwarding, the default) and
 ``mirrorline-records`` (``batch.forwarding.enabled=false``, record by record as MM2); on request
-also ``mirrorline-gather-10``, ``mirrorline-gather-5``, ``mirrorline-gather-3`` and ``mirrorline-gather-0``
-(``replication.fetch.gather.ms`` 10, 5, 3 and 0 instead of 25: lower latency at low rates for more CPU),
+also ``mirrorline-gather-15``, ``mirrorline-gather-10``, ``mirrorline-gather-5``, ``mirrorline-gather-3`` and
+``mirrorline-gather-0`` (``replication.fetch.gather.ms`` 15, 10, 5, 3 and 0 instead of 25: lower latency at low
+rates for more CPU),
 ``mirrorline-shared``, ``mirrorline-gather-5-shared`` and ``mirrorline-gather-10-shared``
 (``tasks.share.clients=true``: a connector's tasks share one consumer and producer)
 and ``mirrorline-asyncio`` (the default on asyncio's own event loop, ``MIRRORLINE_EVENT_LOOP=asyncio``,
@@ -85,6 +86,7 @@ ENGINES = {"mm2": [], "mirrorline": [], "mirrorline-records": ["batch.forwarding
            # the fetch gather wait's trade-off (replication.fetch.gather.ms, 25 by default): not run unless asked
            "mirrorline-gather-5": ["replication.fetch.gather.ms = 5"],
            "mirrorline-gather-10": ["replication.fetch.gather.ms = 10"],
+           "mirrorline-gather-15": ["replication.fetch.gather.ms = 15"],
            "mirrorline-gather-0": ["replication.fetch.gather.ms = 0"],
            "mirrorline-gather-3": ["replication.fetch.gather.ms = 3"],
            # a connector's tasks sharing one consumer and producer (tasks.share.clients=true; false by default)
