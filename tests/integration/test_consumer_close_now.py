@@ -14,28 +14,18 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from mirrorline.api.kafka import TopicPartition
-from mirrorline.clients.consumer import GroupConsumer, RebalanceListener
+from mirrorline.clients.consumer import GroupConsumer
+from support.kafka import AssignedPartitions
 
 pytestmark = pytest.mark.integration
 
 COORDINATOR_TASKS = ("_coordination_task", "_heartbeat_task", "_commit_refresh_task", "_reset_committed_task")
 
 
-class _Assigned(RebalanceListener):
-    def __init__(self) -> None:
-        self.partitions: set = set()
-
-    async def on_partitions_revoked(self, revoked) -> None:
-        self.partitions -= revoked
-
-    async def on_partitions_assigned(self, assigned) -> None:
-        self.partitions |= assigned
-
-
 async def joined_member(bootstrap: str, topic: str, group: str) -> GroupConsumer:
     member = GroupConsumer.from_settings({"bootstrap.servers": bootstrap, "group.id": group,
                                           "enable.auto.commit": "false"})
-    assigned = _Assigned()
+    assigned = AssignedPartitions()
     member.subscribe(assigned, topics=[topic])
     await member.start()
     deadline = asyncio.get_running_loop().time() + 60

@@ -20,8 +20,9 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from mirrorline.api.kafka import TopicPartition
 from mirrorline.clients import metadata_reuse, process_patches
 from mirrorline.clients.admin import KafkaAdmin
-from mirrorline.clients.consumer import GroupConsumer, KafkaConsumer, RebalanceListener
+from mirrorline.clients.consumer import GroupConsumer, KafkaConsumer
 from mirrorline.clients.producer import KafkaProducer
+from support.kafka import AssignedPartitions
 
 pytestmark = pytest.mark.integration
 
@@ -62,19 +63,6 @@ async def test_unchanged_refresh_keeps_the_view_and_new_partitions_are_seen(clus
         await client.close()
 
 
-class _Assigned(RebalanceListener):
-    """Records what the group hands out."""
-
-    def __init__(self) -> None:
-        self.partitions: set = set()
-
-    async def on_partitions_revoked(self, revoked) -> None:
-        self.partitions -= revoked
-
-    async def on_partitions_assigned(self, assigned) -> None:
-        self.partitions |= assigned
-
-
 async def test_topicless_clients_refresh_for_no_topic_but_pattern_subscriptions_for_all(cluster_a, make_topic):
     """mirrorline's admin clients, producers and consumers ask for no topic while they have none
     (aiokafka would ask for the whole cluster); an unmarked aiokafka client and a consumer subscribed
@@ -107,7 +95,7 @@ async def test_topicless_clients_refresh_for_no_topic_but_pattern_subscriptions_
         assert await consumer._consumer._client.force_metadata_update()
         assert topic in consumer._consumer._client.cluster.topics()
 
-        assigned = _Assigned()
+        assigned = AssignedPartitions()
         by_pattern.subscribe(assigned, pattern=f"^{topic}$")
         await by_pattern.start()
         started.append(by_pattern)

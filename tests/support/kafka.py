@@ -17,6 +17,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
+from mirrorline.clients.consumer import RebalanceListener
 from mirrorline.clients.kafka_admin import create_topic
 from mirrorline.clients.producer import RecordProducer
 
@@ -201,3 +202,15 @@ async def group_offsets(bootstrap: str, group: str, **client: object) -> dict[To
     finally:
         await admin.close()
 
+
+class AssignedPartitions(RebalanceListener):
+    """A group consumer's listener that keeps what the group has handed out (``partitions``)."""
+
+    def __init__(self) -> None:
+        self.partitions: set = set()
+
+    async def on_partitions_revoked(self, revoked) -> None:
+        self.partitions -= revoked
+
+    async def on_partitions_assigned(self, assigned) -> None:
+        self.partitions |= assigned
