@@ -191,10 +191,8 @@ class WorkerSinkTask(TaskRunner):
         clients the task opened through its context."""
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
-            close_now = getattr(consumer, "close_now", None)
             try:
-                await (close_now(CLOSE_NOW_TIMEOUT_S) if close_now is not None
-                       else asyncio.wait_for(consumer.stop(), CLOSE_NOW_TIMEOUT_S))
+                await consumer.close_now(CLOSE_NOW_TIMEOUT_S)
             except Exception as exc:  # noqa: BLE001 - the context's clients are closed all the same
                 log.warning("Task %s: its consumer did not close: %r", self.id, exc)
         await super().release_clients()
