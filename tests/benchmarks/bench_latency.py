@@ -455,6 +455,7 @@ def plot(runs: list[LatencyRun], out: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global PARTITIONS  # --partitions sets it for the whole run
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rates", default="1,10,30", help="comma list of MB/s")
     parser.add_argument("--seconds", type=float, default=300.0, help="length of each measured run")
@@ -463,6 +464,9 @@ def main(argv: list[str] | None = None) -> int:
                              "after the rate starts, reported apart as 'p99 all' and 'catch-up s')")
     parser.add_argument("--engines", default=",".join(DEFAULT_ENGINES), help=f"comma list of {', '.join(ENGINES)}")
     parser.add_argument("--tasks", type=int, default=2, help="tasks.max (both engines)")
+    parser.add_argument("--partitions", type=int, default=PARTITIONS,
+                        help="partitions of the mirrored topic (12: the issue's shape; fewer or more shows how the "
+                             "CPU of a trickle splits between fetch round trips and partition batches)")
     parser.add_argument("--record-size", type=int, default=1000)
     parser.add_argument("--source-linger-ms", type=float, default=5.0,
                         help="linger.ms of the writer on A (5, librdkafka's default; 0 makes every record its own "
@@ -474,6 +478,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep-logs", action="store_true",
                         help="copy each engine's log into --out and write a per-second latency timeline (CSV)")
     args = parser.parse_args(argv)
+    PARTITIONS = args.partitions
     engines = [e for e in args.engines.split(",") if e]
     unknown = [e for e in engines if e not in ENGINES]
     if unknown:
