@@ -4,7 +4,9 @@
 - :mod:`.frame_release`: connections let go of each response's bytes once it is read;
 - :mod:`.metadata_reuse`: a metadata refresh whose answer has not changed rebuilds nothing;
 - :mod:`.fetch_planner`: a partition state notes a change of its position or pause in its
-  assignment (read only by the fast fetch plans; other consumers are not affected).
+  assignment (read only by the fast fetch plans; other consumers are not affected);
+- :mod:`.compiled_codecs`: Fetch and Produce messages and their headers are encoded and decoded
+  by functions compiled from their schemas instead of aiokafka's walk of them.
 
 The command line, job processes, the test kit and :func:`~.kafka_clients.client_kwargs` call
 :func:`install`; it is idempotent and safe to call from several threads at once. Each change
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import threading
 
-from mirrorline.clients import fetch_planner, frame_release, metadata_reuse, no_auto_create
+from mirrorline.clients import compiled_codecs, fetch_planner, frame_release, metadata_reuse, no_auto_create
 
 _LOCK = threading.Lock()
 _installed = False
@@ -36,4 +38,5 @@ def install() -> None:
         frame_release.install()
         metadata_reuse.install()
         fetch_planner.track_state_changes()
+        compiled_codecs.install()
         _installed = True
