@@ -18,11 +18,10 @@ from aiokafka.conn import AIOKafkaConnection
 from aiokafka.protocol.fetch import FetchRequest
 from aiokafka.protocol.struct import Struct
 from aiokafka.structs import TopicPartition as AioPartition
-from confluent_kafka import Consumer, TopicPartition as CTopicPartition
 
 from mirrorline.clients import compiled_codecs, process_patches
 from mirrorline.clients.producer import KafkaProducer
-from support.kafka import create_topic
+from support.kafka import create_topic, librdkafka_read
 
 from mirror.test_transactional_source import PARTITIONS, write_transactions  # tests/integration is on sys.path
 
@@ -102,23 +101,7 @@ async def test_records_mirrorlines_producer_encodes_are_read_by_librdkafka(clust
         assert compiled_codecs.is_installed(response_type)
         assert response_type.decode(io.BytesIO(frame[4:])) == _walked(response_type, frame)
 
-    read = await asyncio.to_thread(_read_with_librdkafka, a, topic, len(sent))
-    assert sorted(read) == sorted((key, value, headers) for key, value, headers in sent)
+    read = await asyncio.to_thread(librdkafka_read, a, topic, PARTITIONS)
+    assert sorted((key, value, list(headers)) for rows in read.values() for _, key, value, headers, _ in rows) == \
+        sorted(sent)
 
-
-def _read_with_librdkafka(bootstrap: str, topic: str, expect: int, timeout: float = 60.0) -> list[tuple]:
-    import time
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}", "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest"})
-    consumer.assign([CTopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    got: list[tuple] = []
-    try:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and len(got) < expect:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                got.append((message.key(), message.value(), list(message.headers() or [])))
-    finally:
-        consumer.close()
-    return got

@@ -16,6 +16,7 @@ import time
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from confluent_kafka import Consumer as LibrdkafkaConsumer, TopicPartition as CTopicPartition
 
 from mirrorline.clients.consumer import RebalanceListener
 from mirrorline.clients.kafka_admin import create_topic
@@ -214,3 +215,25 @@ class AssignedPartitions(RebalanceListener):
 
     async def on_partitions_assigned(self, assigned) -> None:
         self.partitions |= assigned
+
+
+def librdkafka_read(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tuple]]:
+    """Every record of ``topic`` per partition as (offset, key, value, headers, timestamp), with confluent-kafka."""
+    consumer = LibrdkafkaConsumer({"bootstrap.servers": bootstrap, "group.id": "librdkafka-check",
+                         "enable.auto.commit": False})
+    out: dict[int, list[tuple]] = {}
+    try:
+        for p in range(partitions):
+            low, high = consumer.get_watermark_offsets(CTopicPartition(topic, p), timeout=10)
+            consumer.assign([CTopicPartition(topic, p, low)])
+            rows = []
+            while len(rows) < high - low:
+                message = consumer.poll(10)
+                assert message is not None, f"{topic}-{p}: timed out after {len(rows)} of {high - low}"
+                assert message.error() is None, message.error()
+                rows.append((message.offset(), message.key(), message.value(),
+                             tuple(message.headers() or ()), message.timestamp()[1]))
+            out[p] = rows
+    finally:
+        consumer.close()
+    return out

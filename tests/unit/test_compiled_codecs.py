@@ -17,26 +17,13 @@ import pytest
 from aiokafka.protocol.fetch import FetchRequest_v11, FetchResponse_v11
 from aiokafka.protocol.produce import ProduceRequest_v8, ProduceResponse_v8
 from aiokafka.protocol.struct import Struct
-from aiokafka.protocol.types import (
-    Array,
-    Boolean,
-    Bytes,
-    CompactString,
-    Float64,
-    Int8,
-    Int16,
-    Int32,
-    Int64,
-    Schema,
-    String,
-    TaggedFields,
-    UInt32,
-)
+from aiokafka.protocol import types
+from aiokafka.protocol.types import Array, Bytes, Schema, String
 
 from mirrorline.clients import compiled_codecs, process_patches
 from mirrorline.clients.compiled_codecs import HOT_MESSAGES, compile_decoder, compile_encoder
 
-_RANGES = {Int8: 8, Int16: 16, Int32: 32, Int64: 64}
+_RANGES = {types.Int8: 8, types.Int16: 16, types.Int32: 32, types.Int64: 64}
 
 
 def _value(field, rng: random.Random, depth: int = 0):
@@ -45,11 +32,11 @@ def _value(field, rng: random.Random, depth: int = 0):
         bits = _RANGES[field]
         return rng.choice([-(2 ** (bits - 1)), 2 ** (bits - 1) - 1, -1, 0, rng.randrange(-(2 ** (bits - 1)),
                                                                                            2 ** (bits - 1))])
-    if field is UInt32:
+    if field is types.UInt32:
         return rng.choice([0, 2 ** 32 - 1, rng.randrange(2 ** 32)])
-    if field is Float64:
+    if field is types.Float64:
         return rng.choice([0.0, -1.5, rng.random() * 1e6])
-    if field is Boolean:
+    if field is types.Boolean:
         return rng.choice([True, False])
     if isinstance(field, String):
         return rng.choice([None, "", "topic-é", "mirror." + "x" * rng.randrange(40)])
@@ -116,7 +103,7 @@ def test_a_truncated_frame_fails_as_in_aiokafka(cls):
 
 
 def test_a_value_that_does_not_fit_its_field_fails_as_in_aiokafka():
-    schema = Schema(("a", Int16), ("b", Array(("c", Int32), ("d", String("utf-8")))))
+    schema = Schema(("a", types.Int16), ("b", Array(("c", types.Int32), ("d", String("utf-8")))))
     encode = compile_encoder(schema)
     for values in [(2 ** 15, []), (1, [(2 ** 31, "x")]), (None, []), (1, [(1,)]), (1, [(1, "s" * 2 ** 15)])]:
         with pytest.raises(ValueError):
@@ -128,7 +115,7 @@ def test_a_value_that_does_not_fit_its_field_fails_as_in_aiokafka():
 
 
 def test_a_flexible_field_type_is_refused_and_its_class_left_alone():
-    flexible = Schema(("name", CompactString("utf-8")), ("tags", TaggedFields))
+    flexible = Schema(("name", types.CompactString("utf-8")), ("tags", types.TaggedFields))
     with pytest.raises(TypeError, match="no compiled codec"):
         compile_decoder(flexible)
     with pytest.raises(TypeError, match="no compiled codec"):
@@ -143,7 +130,7 @@ def test_a_flexible_field_type_is_refused_and_its_class_left_alone():
 
 def test_install_is_idempotent_and_leaves_a_class_with_its_own_codec_alone():
     class OwnDecode(Struct):
-        SCHEMA = Schema(("a", Int32))
+        SCHEMA = Schema(("a", types.Int32))
 
         @classmethod
         def decode(cls, data):
@@ -156,8 +143,8 @@ def test_install_is_idempotent_and_leaves_a_class_with_its_own_codec_alone():
 
 
 def test_every_field_width_packs_in_one_call():
-    schema = Schema(("a", Int8), ("b", Int16), ("c", Int32), ("d", Int64), ("e", UInt32), ("f", Float64),
-                    ("g", Boolean))
+    schema = Schema(("a", types.Int8), ("b", types.Int16), ("c", types.Int32), ("d", types.Int64), ("e", types.UInt32), ("f", types.Float64),
+                    ("g", types.Boolean))
     values = (-1, 2, -3, 4, 5, 6.5, True)
     frame = struct.pack(">bhiqId?", *values)
     assert compile_encoder(schema)(values) == frame == schema.encode(values)

@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from support.distributed import WorkerCluster
-from support.kafka import KEEP_OLD_RECORDS, create_topic, produce
+from support.kafka import KEEP_OLD_RECORDS, create_topic, librdkafka_read, produce  # noqa: F401 - others import it from here
 from support.worker import Rest
 from test_backfill import records, target_total
 
@@ -28,26 +28,6 @@ pytestmark = pytest.mark.integration
 SPARK = {"spark.master": "local[2]", "spark.ui.enabled": "false", "spark.driver.memory": "512m"}
 
 
-def librdkafka_read(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tuple]]:
-    """Every record of ``topic`` per partition as (offset, key, value, headers, timestamp), with confluent-kafka."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "jobs-backfill-check",
-                         "enable.auto.commit": False})
-    out: dict[int, list[tuple]] = {}
-    try:
-        for p in range(partitions):
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            consumer.assign([TopicPartition(topic, p, low)])
-            rows = []
-            while len(rows) < high - low:
-                message = consumer.poll(10)
-                assert message is not None, f"{topic}-{p}: timed out after {len(rows)} of {high - low}"
-                assert message.error() is None, message.error()
-                rows.append((message.offset(), message.key(), message.value(),
-                             tuple(message.headers() or ()), message.timestamp()[1]))
-            out[p] = rows
-    finally:
-        consumer.close()
-    return out
 
 
 def read_records(bootstrap: str, topic: str) -> list[tuple[str, dict | None]]:
