@@ -86,7 +86,7 @@ class _Code:
     def emit(self, depth: int, line: str) -> None:
         self.lines.append("    " * depth + line)
 
-    def build(self, name: str, signature: str, body_depth: int = 2) -> Callable:
+    def build(self, name: str, signature: str) -> Callable:
         """The function ``name(signature)`` whose body is what was emitted, struct errors as ValueError."""
         source = [f"def {name}({signature}):", "    try:", *self.lines,
                   "    except _struct_error as error:",
