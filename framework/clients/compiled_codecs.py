@@ -301,10 +301,9 @@ def install(messages: Iterable[type[Struct]] = HOT_MESSAGES) -> list[type[Struct
     changed by this call: a class whose codec is not aiokafka's generic one is left as it is."""
     changed = []
     for cls in messages:
+        if is_installed(cls):
+            continue
         attribute = "encode" if _is_request(cls) else "decode"
-        current = cls.__dict__.get(attribute)
-        if getattr(getattr(current, "__func__", current), _MARKER, False):
-            continue  # compiled already
         generic = Struct.__dict__[attribute]
         inherited = getattr(cls, attribute)
         if getattr(inherited, "__func__", inherited) is not getattr(generic, "__func__", generic):
