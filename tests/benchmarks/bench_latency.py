@@ -33,7 +33,11 @@ rates for more CPU),
 ``mirrorline-shared``, ``mirrorline-gather-5-shared`` and ``mirrorline-gather-10-shared``
 (``tasks.share.clients=true``: a connector's tasks share one consumer and producer)
 and ``mirrorline-asyncio`` (the default on asyncio's own event loop, ``MIRRORLINE_EVENT_LOOP=asyncio``,
-instead of uvloop).
+instead of uvloop). ``ENGINE@NAME`` runs a mirrorline engine on the interpreter given by
+``--python NAME=PATH`` (a venv with mirrorline installed, e.g. one bootstrapped with
+``PYTHON=python3.13``). ``--rounds N`` runs the engines N times in turn on the same clusters and
+adds a table of medians over the rounds, each run compared with its own round's MM2 run: one
+sitting on a shared machine moves every engine's p99 by tens of per cent.
 
 Writes ``latency-cdf.png`` (the latency distributions, one panel per rate), ``latency-p99.png``
 and ``latency-results.json`` into ``--out``; with ``--keep-logs`` also each engine's log and a
@@ -47,6 +51,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import tempfile
 import time
 import uuid
@@ -108,6 +113,8 @@ class LatencyRun:
     engine: str
     rate_mb_s: float
     attempt: int
+    #: which pass over the engines this run belongs to (``--rounds``); ratios compare within a round
+    round: int = 1
     records: int = 0
     expected: int = 0
     p50_ms: float | None = None
@@ -220,20 +227,42 @@ class LatencyReader:
             self._process.join(5)
 
 
-def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp: Path, attempt: int) -> LatencyRun:
+def split_engine(engine: str) -> tuple[str, str | None]:
+    """``"mirrorline-gather-10@py313"`` -> ``("mirrorline-gather-10", "py313")``: the settings' name
+    and the ``--python`` interpreter it runs on (None: this benchmark's own)."""
+    base, _, interpreter = engine.partition("@")
+    return base, interpreter or None
+
+
+def parse_interpreters(specs: list[str]) -> dict[str, str]:
+    """``--python NAME=PATH`` options as {NAME: PATH}; ValueError names a malformed one."""
+    found = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path or "@" in name:
+            raise ValueError(f"--python expects NAME=PATH (e.g. py313=../py313/.venv/bin/python), not {spec!r}")
+        found[name] = path
+    return found
+
+
+def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp: Path, attempt: int,
+            round_: int = 1) -> LatencyRun:
     """One latency run (module docstring)."""
     topic = f"lat-{uuid.uuid4().hex[:6]}"
     create_topics(a, [topic], PARTITIONS)
     props = tmp / f"{alias}.properties"
-    props.write_text(properties(alias, a, b, topic, args.tasks, ENGINES[engine]))
-    command = engine_command("mm2" if engine == "mm2" else "mirrorline", props)
-    running = Engine(command, tmp / f"{alias}-{engine}.log", env=ENGINE_ENV.get(engine), name=engine)
+    base, interpreter = split_engine(engine)
+    props.write_text(properties(alias, a, b, topic, args.tasks, ENGINES[base]))
+    command = engine_command("mm2" if base == "mm2" else "mirrorline", props)
+    if interpreter is not None:  # the same mirrorline command on another Python (a venv with mirrorline installed)
+        command = [args.interpreters[interpreter], *command[1:]]
+    running = Engine(command, tmp / f"{alias}-{engine}.log", env=ENGINE_ENV.get(base), name=engine)
     consumer = Consumer({"bootstrap.servers": b, "group.id": f"lat-{uuid.uuid4().hex[:6]}",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
                          "topic.metadata.refresh.interval.ms": 1000, "fetch.wait.max.ms": 10})
     producer = Producer({"bootstrap.servers": a, "linger.ms": args.source_linger_ms, "acks": "1",
                          "queue.buffering.max.messages": 1_000_000})
-    result = LatencyRun(engine, rate_mb_s, attempt)
+    result = LatencyRun(engine, rate_mb_s, attempt, round_)
     watch = LoadWatch()
     readers: dict[str, LatencyReader] = {}
     try:
@@ -362,7 +391,7 @@ def write_timeline(run: LatencyRun, out: Path) -> Path:
     A p99 made of one stall shows here as a run of seconds whose worst latency climbs and falls
     together; a tail spread over the run shows as isolated seconds.
     """
-    path = out / f"timeline-{run.rate_mb_s:g}MBs-{run.engine}-try{run.attempt}.csv"
+    path = out / f"timeline-{run.rate_mb_s:g}MBs-{run.engine}-round{run.round}-try{run.attempt}.csv"
     seconds = by_second(run.timeline)
     lines = ["second,records,p50_ms,max_ms"]
     for second in sorted(seconds):
@@ -373,9 +402,10 @@ def write_timeline(run: LatencyRun, out: Path) -> Path:
 
 
 def ratios_to_mm2(run: LatencyRun, runs: list[LatencyRun]) -> tuple[float | None, float | None, float | None]:
-    """``run``'s p99, CPU-seconds and steady CPU as multiples of MM2's at the same rate (its last
-    attempt), or None."""
+    """``run``'s p99, CPU-seconds and steady CPU as multiples of MM2's at the same rate in the same
+    round (its last attempt; MM2's last run at that rate when the round has none), or None."""
     mm2 = [r for r in runs if r.engine == "mm2" and r.rate_mb_s == run.rate_mb_s]
+    mm2 = [r for r in mm2 if r.round == run.round] or mm2
     if not mm2 or run.engine == "mm2":
         return None, None, None
     base = mm2[-1]
@@ -387,7 +417,7 @@ def ratios_to_mm2(run: LatencyRun, runs: list[LatencyRun]) -> tuple[float | None
 
 
 def print_table(runs: list[LatencyRun]) -> None:
-    head = (f"{'MB/s':>5} {'engine':<20} {'try':>3} {'records':>9} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} "
+    head = (f"{'MB/s':>5} {'engine':<20} {'round':>5} {'try':>3} {'records':>9} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} "
             f"{'p99 all':>8} {'catch-up s':>10} {'src p50':>8} {'src p99':>8} {'CPU s':>7} {'p99/MM2':>7} "
             f"{'CPU/MM2':>7} {'CPU/min':>7} {'steady/MM2':>10} {'load':>5}")
     log(head)
@@ -397,11 +427,72 @@ def print_table(runs: list[LatencyRun]) -> None:
         return f"{v:.1f}" if v is not None and not unit else f"{v:.2f}{unit}" if v is not None else "-"
     for r in runs:
         p99_ratio, cpu_ratio, steady_ratio = ratios_to_mm2(r, runs)
-        log(f"{r.rate_mb_s:>5g} {r.engine:<20} {r.attempt:>3} {r.records:>9} {fmt(r.p50_ms):>8} {fmt(r.p99_ms):>8} "
+        log(f"{r.rate_mb_s:>5g} {r.engine:<20} {r.round:>5} {r.attempt:>3} {r.records:>9} {fmt(r.p50_ms):>8} {fmt(r.p99_ms):>8} "
             f"{fmt(r.p999_ms):>9} {fmt(r.p99_all_ms):>8} {fmt(r.catch_up_s):>10} {fmt(r.source_p50_ms):>8} "
             f"{fmt(r.source_p99_ms):>8} {fmt(r.cpu_s):>7} {fmt(p99_ratio, 'x'):>7} {fmt(cpu_ratio, 'x'):>7} "
             f"{fmt(r.steady_cpu_per_min):>7} {fmt(steady_ratio, 'x'):>10} {r.load_peak:>5.1f}"
             + ("  <-- taken above --max-load: not trustworthy" if r.flagged else ""))
+
+
+def final_attempts(runs: list[LatencyRun]) -> list[LatencyRun]:
+    """The last attempt of each (rate, round, engine), in the order they ran."""
+    final: dict[tuple[float, int, str], LatencyRun] = {}
+    for r in runs:
+        final[(r.rate_mb_s, r.round, r.engine)] = r
+    return list(final.values())
+
+
+def round_summary(runs: list[LatencyRun]) -> list[dict]:
+    """Per rate and engine over the rounds (``--rounds``): medians of p50, p99 and settled CPU per
+    minute, the medians of the per-round ratios to MM2 (each round's own MM2 run is its yardstick,
+    so a sitting that slowed every engine down cancels out), and in how many rounds the engine was
+    under MM2 on both counts (p99 at or below, settled CPU below)."""
+    final = final_attempts(runs)
+    rows = []
+    for rate in sorted({r.rate_mb_s for r in final}):
+        engines = list(dict.fromkeys(r.engine for r in final if r.rate_mb_s == rate))
+        for engine in engines:
+            mine = [r for r in final if r.rate_mb_s == rate and r.engine == engine]
+            ratios = [ratios_to_mm2(r, runs) for r in mine]
+            p99_ratios = [p for p, _, _ in ratios if p is not None]
+            cpu_ratios = [steady if steady is not None else cpu for _, cpu, steady in ratios
+                          if (steady if steady is not None else cpu) is not None]
+            both = sum(1 for p, cpu, steady in ratios if p is not None and p <= 1
+                       and (steady if steady is not None else cpu) is not None
+                       and (steady if steady is not None else cpu) < 1)
+
+            def middle(values):
+                values = [v for v in values if v is not None]
+                return statistics.median(values) if values else None
+            rows.append({"rate": rate, "engine": engine, "rounds": len(mine),
+                         "p50_ms": middle(r.p50_ms for r in mine), "p99_ms": middle(r.p99_ms for r in mine),
+                         "cpu_per_min": middle(r.steady_cpu_per_min for r in mine),
+                         "p99_ratio": middle(p99_ratios), "cpu_ratio": middle(cpu_ratios),
+                         "under_both": None if engine == "mm2" or not p99_ratios else both,
+                         "flagged": sum(r.flagged for r in mine)})
+    return rows
+
+
+def print_round_summary(runs: list[LatencyRun]) -> None:
+    """The medians over the rounds (:func:`round_summary`), when there was more than one."""
+    rows = round_summary(runs)
+    if not any(row["rounds"] > 1 for row in rows):
+        return
+    log("")
+    log("=== medians over the rounds (ratios: each round against its own MM2 run) ===")
+    head = (f"{'MB/s':>5} {'engine':<24} {'rounds':>6} {'p50 ms':>8} {'p99 ms':>8} {'CPU/min':>8} "
+            f"{'p99/MM2':>8} {'CPU/MM2':>8} {'under MM2 on both':>18} {'loaded':>6}")
+    log(head)
+    log("-" * len(head))
+
+    def fmt(v, unit=""):
+        return "-" if v is None else f"{v:.2f}{unit}" if unit else f"{v:.1f}"
+    for row in rows:
+        under = "-" if row["under_both"] is None else f"{row['under_both']} of {row['rounds']}"
+        log(f"{row['rate']:>5g} {row['engine']:<24} {row['rounds']:>6} {fmt(row['p50_ms']):>8} "
+            f"{fmt(row['p99_ms']):>8} {fmt(row['cpu_per_min']):>8} {fmt(row['p99_ratio'], 'x'):>8} "
+            f"{fmt(row['cpu_ratio'], 'x'):>8} {under:>18} {row['flagged']:>6}")
+    log("CPU/MM2 here is the settled CPU per minute's ratio (the whole window's where a run had no settled figure)")
 
 
 def plot(runs: list[LatencyRun], out: Path) -> list[Path]:
@@ -471,6 +562,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source-linger-ms", type=float, default=5.0,
                         help="linger.ms of the writer on A (5, librdkafka's default; 0 makes every record its own "
                              "batch and, from about 10 MB/s here, a backlog in the writer itself)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run every engine this many times, in turn (engine 1, 2, ..., then again), on the same "
+                             "clusters; a summary gives the medians over the rounds and compares each run with its "
+                             "own round's MM2 run (one sitting on a shared machine moves p99 by tens of per cent)")
+    parser.add_argument("--python", action="append", default=[], metavar="NAME=PATH",
+                        help="an interpreter (of a venv with mirrorline installed) for engines written ENGINE@NAME, "
+                             "e.g. --python py313=../py313/.venv/bin/python --engines mirrorline,mirrorline@py313")
     parser.add_argument("--repeats", type=int, default=2, help="extra attempts for a run taken above --max-load")
     parser.add_argument("--max-load", type=float, default=DEFAULT_MAX_LOAD)
     parser.add_argument("--allow-load", action="store_true", help="measure even above --max-load (flagged)")
@@ -480,9 +578,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     PARTITIONS = args.partitions
     engines = [e for e in args.engines.split(",") if e]
-    unknown = [e for e in engines if e not in ENGINES]
+    try:
+        args.interpreters = parse_interpreters(args.python)
+    except ValueError as exc:
+        parser.error(str(exc))
+    unknown = [e for e in engines if split_engine(e)[0] not in ENGINES]
     if unknown:
         parser.error(f"unknown engine: {', '.join(unknown)}")
+    unnamed = [e for e in engines if split_engine(e)[1] is not None and split_engine(e)[1] not in args.interpreters]
+    if unnamed:
+        parser.error(f"no --python NAME=PATH for engine {', '.join(unnamed)}")
+    if any(split_engine(e)[0] == "mm2" and split_engine(e)[1] is not None for e in engines):
+        parser.error("mm2 runs on Java: ENGINE@NAME is for mirrorline engines only")
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, not {args.rounds}")
     rates = [float(r) for r in args.rates.split(",") if r]
     if not 0 <= args.settle < args.seconds:
         parser.error(f"--settle ({args.settle:g}) must be at least 0 and less than --seconds ({args.seconds:g})")
@@ -501,23 +610,24 @@ def main(argv: list[str] | None = None) -> int:
         clusters = manager.start(["A", "B"])
         a, b = (c.spec.bootstrap_servers for c in clusters)
         count = 0
-        for rate in rates:
-            for engine in engines:
-                for attempt in range(1, args.repeats + 2):
-                    count += 1
-                    log(f"[{rate:g} MB/s] {engine}, attempt {attempt}; {load_banner(args.max_load)}")
-                    run = measure(engine, f"L{count}", a, b, rate, args, tmp, attempt)
-                    runs.append(run)
-                    if args.keep_logs:
-                        log(f"    timeline: {write_timeline(run, args.out)}")
-                    log(f"    p50 {run.p50_ms:.1f} ms, p99 {run.p99_ms:.1f} ms, p99.9 {run.p999_ms:.1f} ms "
-                        f"(after {args.settle:g} s); p99 over the whole run {run.p99_all_ms:.1f} ms, caught up "
-                        f"after {run.catch_up_s} s; "
-                        f"on A alone p50 {run.source_p50_ms or 0:.1f} / p99 {run.source_p99_ms or 0:.1f} ms; "
-                        f"{run.cpu_s:.1f} CPU s ({run.steady_cpu_per_min or 0:.1f} per minute once settled), "
-                        f"peak load {run.load_peak:.1f}")
-                    if not run.flagged:
-                        break
+        for rate, round_, engine in ((rate, round_, engine) for rate in rates
+                                     for round_ in range(1, args.rounds + 1) for engine in engines):
+            for attempt in range(1, args.repeats + 2):
+                count += 1
+                log(f"[{rate:g} MB/s] {engine}, round {round_} of {args.rounds}, attempt {attempt}; "
+                    f"{load_banner(args.max_load)}")
+                run = measure(engine, f"L{count}", a, b, rate, args, tmp, attempt, round_)
+                runs.append(run)
+                if args.keep_logs:
+                    log(f"    timeline: {write_timeline(run, args.out)}")
+                log(f"    p50 {run.p50_ms:.1f} ms, p99 {run.p99_ms:.1f} ms, p99.9 {run.p999_ms:.1f} ms "
+                    f"(after {args.settle:g} s); p99 over the whole run {run.p99_all_ms:.1f} ms, caught up "
+                    f"after {run.catch_up_s} s; "
+                    f"on A alone p50 {run.source_p50_ms or 0:.1f} / p99 {run.source_p99_ms or 0:.1f} ms; "
+                    f"{run.cpu_s:.1f} CPU s ({run.steady_cpu_per_min or 0:.1f} per minute once settled), "
+                    f"peak load {run.load_peak:.1f}")
+                if not run.flagged:
+                    break
     finally:
         manager.stop()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -530,6 +640,7 @@ def main(argv: list[str] | None = None) -> int:
         f"(Kafka {KAFKA_VERSION}) ===")
     log(load_banner(args.max_load))
     print_table(runs)
+    print_round_summary(runs)
     for path in plot(runs, args.out):
         log(f"plot: {path}")
     if any(r.flagged for r in runs):
