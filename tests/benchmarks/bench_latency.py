@@ -52,6 +52,8 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -243,6 +245,20 @@ def parse_interpreters(specs: list[str]) -> dict[str, str]:
             raise ValueError(f"--python expects NAME=PATH (e.g. py313=../py313/.venv/bin/python), not {spec!r}")
         found[name] = path
     return found
+
+
+def interpreter_banner(path: str) -> str:
+    """Which CPython ``path`` is, and how it was built: the same code ran 3-25 % slower on this
+    machine's pyenv build (no PGO/LTO) than on Debian's (tests/benchmarks/README.md)."""
+    probe = ("import sys, sysconfig, platform; print(sys.version.split()[0], sys.executable, platform.python_compiler(), "
+             "'optimizations' if '--enable-optimizations' in (sysconfig.get_config_var('CONFIG_ARGS') or '') else '')")
+    try:
+        out = subprocess.run([path, "-c", probe], capture_output=True, text=True, timeout=30)
+    except OSError as exc:
+        raise SystemExit(f"bench_latency.py: error: cannot run Python {path}: {exc}") from exc
+    if out.returncode != 0:
+        raise SystemExit(f"bench_latency.py: error: Python {path} failed: {out.stderr.strip()[-300:]}")
+    return out.stdout.strip()
 
 
 def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp: Path, attempt: int,
@@ -604,6 +620,8 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[LatencyRun] = []
     try:
         log(f"Apache Kafka {KAFKA_VERSION}; {load_banner(args.max_load)}; state under {tmp}")
+        for name, path in {"this benchmark's": sys.executable, **args.interpreters}.items():
+            log(f"mirrorline on {name} Python: {interpreter_banner(path)}")
         resolve_kafka_classpath()
         if "mm2" in engines:
             resolve_mm2_classpath()
