@@ -433,7 +433,8 @@ def ratios_to_mm2(run: LatencyRun, runs: list[LatencyRun]) -> tuple[float | None
 
 
 def print_table(runs: list[LatencyRun]) -> None:
-    head = (f"{'MB/s':>5} {'engine':<20} {'round':>5} {'try':>3} {'records':>9} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} "
+    width = max([20, *(len(r.engine) for r in runs)])
+    head = (f"{'MB/s':>5} {'engine':<{width}} {'round':>5} {'try':>3} {'records':>9} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} "
             f"{'p99 all':>8} {'catch-up s':>10} {'src p50':>8} {'src p99':>8} {'CPU s':>7} {'p99/MM2':>7} "
             f"{'CPU/MM2':>7} {'CPU/min':>7} {'steady/MM2':>10} {'load':>5}")
     log(head)
@@ -443,7 +444,7 @@ def print_table(runs: list[LatencyRun]) -> None:
         return f"{v:.1f}" if v is not None and not unit else f"{v:.2f}{unit}" if v is not None else "-"
     for r in runs:
         p99_ratio, cpu_ratio, steady_ratio = ratios_to_mm2(r, runs)
-        log(f"{r.rate_mb_s:>5g} {r.engine:<20} {r.round:>5} {r.attempt:>3} {r.records:>9} {fmt(r.p50_ms):>8} {fmt(r.p99_ms):>8} "
+        log(f"{r.rate_mb_s:>5g} {r.engine:<{width}} {r.round:>5} {r.attempt:>3} {r.records:>9} {fmt(r.p50_ms):>8} {fmt(r.p99_ms):>8} "
             f"{fmt(r.p999_ms):>9} {fmt(r.p99_all_ms):>8} {fmt(r.catch_up_s):>10} {fmt(r.source_p50_ms):>8} "
             f"{fmt(r.source_p99_ms):>8} {fmt(r.cpu_s):>7} {fmt(p99_ratio, 'x'):>7} {fmt(cpu_ratio, 'x'):>7} "
             f"{fmt(r.steady_cpu_per_min):>7} {fmt(steady_ratio, 'x'):>10} {r.load_peak:>5.1f}"
@@ -496,7 +497,8 @@ def print_round_summary(runs: list[LatencyRun]) -> None:
         return
     log("")
     log("=== medians over the rounds (ratios: each round against its own MM2 run) ===")
-    head = (f"{'MB/s':>5} {'engine':<24} {'rounds':>6} {'p50 ms':>8} {'p99 ms':>8} {'CPU/min':>8} "
+    width = max([20, *(len(row["engine"]) for row in rows)])
+    head = (f"{'MB/s':>5} {'engine':<{width}} {'rounds':>6} {'p50 ms':>8} {'p99 ms':>8} {'CPU/min':>8} "
             f"{'p99/MM2':>8} {'CPU/MM2':>8} {'under MM2 on both':>18} {'loaded':>6}")
     log(head)
     log("-" * len(head))
@@ -505,7 +507,7 @@ def print_round_summary(runs: list[LatencyRun]) -> None:
         return "-" if v is None else f"{v:.2f}{unit}" if unit else f"{v:.1f}"
     for row in rows:
         under = "-" if row["under_both"] is None else f"{row['under_both']} of {row['rounds']}"
-        log(f"{row['rate']:>5g} {row['engine']:<24} {row['rounds']:>6} {fmt(row['p50_ms']):>8} "
+        log(f"{row['rate']:>5g} {row['engine']:<{width}} {row['rounds']:>6} {fmt(row['p50_ms']):>8} "
             f"{fmt(row['p99_ms']):>8} {fmt(row['cpu_per_min']):>8} {fmt(row['p99_ratio'], 'x'):>8} "
             f"{fmt(row['cpu_ratio'], 'x'):>8} {under:>18} {row['flagged']:>6}")
     log("CPU/MM2 here is the settled CPU per minute's ratio (the whole window's where a run had no settled figure)")
