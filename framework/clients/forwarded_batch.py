@@ -4,7 +4,8 @@ aiokafka's producer takes a batch builder through ``send_batch``; its sender ask
 for its records count, its size, and (with idempotence) to take the producer id, epoch and
 base sequence it assigns, then for the bytes. :class:`ForwardedBatch` answers those calls for a
 batch that is already encoded (magic 2): it writes the producer fields into the header and
-recomputes the CRC-32C, leaving the records — and their compression — untouched. Given a
+recomputes the CRC-32C (once, when the sender takes the bytes), leaving the records — and their
+compression — untouched. Given a
 ``bytearray`` it writes into that buffer (no copy); given ``bytes`` it works on a copy. Written by a
 transactional producer (exactly-once source tasks), the batch carries the transactional bit of
 *that* producer instead of the source's; aiokafka's accumulator adds its partition to the
@@ -54,7 +55,11 @@ class ForwardedBatch:
         rb.write_attributes(buffer, attributes)
         self._buffer = buffer
         self._count = record_count
-        self._set_producer_state(-1, -1, -1)
+        #: whether the header changed since the CRC was last written: it is written once, when the
+        #: sender asks for the bytes, instead of after each rewrite (an idempotent producer sets the
+        #: producer fields a second time, after this batch was made)
+        self._crc_stale = True
+        rb.write_producer_fields(buffer, -1, -1, -1)
 
     # -- the builder interface aiokafka's accumulator and sender use --------------------------
     def append(self, **_ignored):
@@ -77,7 +82,11 @@ class ForwardedBatch:
         return self._count
 
     def _set_producer_state(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
-        rb.write_producer(self._buffer, producer_id, producer_epoch, base_sequence)
+        rb.write_producer_fields(self._buffer, producer_id, producer_epoch, base_sequence)
+        self._crc_stale = True
 
     def _build(self) -> bytearray:
+        if self._crc_stale:
+            rb.write_crc(self._buffer)
+            self._crc_stale = False
         return self._buffer

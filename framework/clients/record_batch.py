@@ -93,7 +93,6 @@ def write_attributes(buffer: bytearray, attributes: int) -> None:
     _ATTRIBUTES.pack_into(buffer, ATTRIBUTES_OFFSET, attributes)
 
 
-def write_producer(buffer: bytearray, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
-    """Set the producer fields (idempotence, transactions) and recompute the CRC."""
+def write_producer_fields(buffer: bytearray, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
+    """Set the producer fields (idempotence, transactions); call :func:`write_crc` afterwards."""
     _PRODUCER.pack_into(buffer, PRODUCER_OFFSET, producer_id, producer_epoch, base_sequence)
-    write_crc(buffer)

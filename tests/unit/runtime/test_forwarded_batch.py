@@ -93,3 +93,15 @@ def test_a_bytearray_is_taken_over_and_bytes_are_copied():
     again = ForwardedBatch(buffer, 5)  # sent once more (a retried transaction): the same bytes again
     again._set_producer_state(9, 1, 100)
     assert bytes(again._build()) == bytes(kept._build())
+
+
+def test_the_crc_follows_producer_fields_set_after_the_bytes_were_taken():
+    """The CRC is written when the sender takes the bytes; fields set afterwards (a batch drained again)
+    are covered by the next take, never left under a stale CRC."""
+    batch = ForwardedBatch(encoded(), 5)
+    first = DefaultRecordBatch(bytes(batch._build()))
+    assert first.validate_crc() and first.producer_id == -1
+    batch._set_producer_state(31, 2, 500)
+    again = DefaultRecordBatch(bytes(batch._build()))
+    assert again.validate_crc()
+    assert (again.producer_id, again.producer_epoch, again.base_sequence) == (31, 2, 500)
