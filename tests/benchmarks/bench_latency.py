@@ -248,8 +248,8 @@ def parse_interpreters(specs: list[str]) -> dict[str, str]:
 
 
 def interpreter_banner(path: str) -> str:
-    """Which CPython ``path`` is, and how it was built: the same code ran 3-25 % slower on this
-    machine's pyenv build (no PGO/LTO) than on Debian's (tests/benchmarks/README.md)."""
+    """Which CPython ``path`` is, and how it was built: the same mirror used about a tenth more CPU
+    on this machine's pyenv build (no PGO/LTO) than on Debian's (docs/performance.md)."""
     probe = ("import sys, sysconfig, platform; print(sys.version.split()[0], sys.executable, platform.python_compiler(), "
              "'optimizations' if '--enable-optimizations' in (sysconfig.get_config_var('CONFIG_ARGS') or '') else '')")
     try:
@@ -459,6 +459,12 @@ def final_attempts(runs: list[LatencyRun]) -> list[LatencyRun]:
     return list(final.values())
 
 
+def _median(values) -> float | None:
+    """The median of the values that are not None, or None."""
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
 def round_summary(runs: list[LatencyRun]) -> list[dict]:
     """Per rate and engine over the rounds (``--rounds``): medians of p50, p99 and settled CPU per
     minute, the medians of the per-round ratios to MM2 (each round's own MM2 run is its yardstick,
@@ -470,22 +476,16 @@ def round_summary(runs: list[LatencyRun]) -> list[dict]:
         engines = list(dict.fromkeys(r.engine for r in final if r.rate_mb_s == rate))
         for engine in engines:
             mine = [r for r in final if r.rate_mb_s == rate and r.engine == engine]
-            ratios = [ratios_to_mm2(r, runs) for r in mine]
-            p99_ratios = [p for p, _, _ in ratios if p is not None]
-            cpu_ratios = [steady if steady is not None else cpu for _, cpu, steady in ratios
-                          if (steady if steady is not None else cpu) is not None]
-            both = sum(1 for p, cpu, steady in ratios if p is not None and p <= 1
-                       and (steady if steady is not None else cpu) is not None
-                       and (steady if steady is not None else cpu) < 1)
-
-            def middle(values):
-                values = [v for v in values if v is not None]
-                return statistics.median(values) if values else None
+            # (p99 ratio, CPU ratio) per round; the settled CPU's where the run has one
+            pairs = [(p99, steady if steady is not None else cpu)
+                     for p99, cpu, steady in (ratios_to_mm2(r, runs) for r in mine)]
+            p99_ratios = [p99 for p99, _ in pairs if p99 is not None]
             rows.append({"rate": rate, "engine": engine, "rounds": len(mine),
-                         "p50_ms": middle(r.p50_ms for r in mine), "p99_ms": middle(r.p99_ms for r in mine),
-                         "cpu_per_min": middle(r.steady_cpu_per_min for r in mine),
-                         "p99_ratio": middle(p99_ratios), "cpu_ratio": middle(cpu_ratios),
-                         "under_both": None if engine == "mm2" or not p99_ratios else both,
+                         "p50_ms": _median(r.p50_ms for r in mine), "p99_ms": _median(r.p99_ms for r in mine),
+                         "cpu_per_min": _median(r.steady_cpu_per_min for r in mine),
+                         "p99_ratio": _median(p99_ratios), "cpu_ratio": _median(cpu for _, cpu in pairs),
+                         "under_both": None if engine == "mm2" or not p99_ratios else
+                         sum(1 for p99, cpu in pairs if p99 is not None and cpu is not None and p99 <= 1 and cpu < 1),
                          "flagged": sum(r.flagged for r in mine)})
     return rows
 
