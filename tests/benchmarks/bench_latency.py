@@ -33,7 +33,10 @@ rates for more CPU),
 ``mirrorline-shared``, ``mirrorline-gather-5-shared`` and ``mirrorline-gather-10-shared``
 (``tasks.share.clients=true``: a connector's tasks share one consumer and producer)
 and ``mirrorline-asyncio`` (the default on asyncio's own event loop, ``MIRRORLINE_EVENT_LOOP=asyncio``,
-instead of uvloop). ``ENGINE@NAME`` runs a mirrorline engine on the interpreter given by
+instead of uvloop). ``floor-gather-10``, ``floor-gather-5``, ``floor-gather-3`` and ``floor-min-bytes-1``
+are not mirrors but ``forward_floor.py``, a bare fetch-and-produce loop with mirrorline's codecs
+(a 10, 5 or 3 ms gather, or MM2's ``fetch.min.bytes=1``): the least CPU a round trip can cost in
+Python, the floor under any rewrite of mirrorline's hot path. ``ENGINE@NAME`` runs a mirrorline engine on the interpreter given by
 ``--python NAME=PATH`` (a venv with mirrorline installed, e.g. one bootstrapped with
 ``PYTHON=python3.13``). ``--rounds N`` runs the engines N times in turn on the same clusters and
 adds a table of medians over the rounds, each run compared with its own round's MM2 run: one
@@ -101,7 +104,11 @@ ENGINES = {"mm2": [], "mirrorline": [], "mirrorline-records": ["batch.forwarding
            "mirrorline-gather-5-shared": ["replication.fetch.gather.ms = 5", "tasks.share.clients = true"],
            "mirrorline-gather-10-shared": ["replication.fetch.gather.ms = 10", "tasks.share.clients = true"],
            # the default engine on asyncio's own event loop instead of uvloop: not run unless asked
-           "mirrorline-asyncio": []}
+           "mirrorline-asyncio": [],
+           # not a mirror: the bare forwarding loop of forward_floor.py, the least CPU a Python round trip
+           # costs (its arguments, not properties); not run unless asked
+           "floor-gather-10": ["--gather-ms", "10"], "floor-gather-5": ["--gather-ms", "5"],
+           "floor-gather-3": ["--gather-ms", "3"], "floor-min-bytes-1": ["--gather-ms", "500", "--min-bytes", "1"]}
 #: environment variables an engine runs with, on top of this process's
 ENGINE_ENV = {"mirrorline-asyncio": {"MIRRORLINE_EVENT_LOOP": "asyncio"}}
 #: the engines run when --engines is not given
@@ -268,8 +275,13 @@ def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp
     create_topics(a, [topic], PARTITIONS)
     props = tmp / f"{alias}.properties"
     base, interpreter = split_engine(engine)
-    props.write_text(properties(alias, a, b, topic, args.tasks, ENGINES[base]))
-    command = engine_command("mm2" if base == "mm2" else "mirrorline", props)
+    remote = f"{alias}.{topic}"
+    if base.startswith("floor-"):
+        command = [sys.executable, str(Path(__file__).with_name("forward_floor.py")), "--source", a, "--target", b,
+                   "--topic", topic, "--remote", remote, "--tasks", str(args.tasks), *ENGINES[base]]
+    else:
+        props.write_text(properties(alias, a, b, topic, args.tasks, ENGINES[base]))
+        command = engine_command("mm2" if base == "mm2" else "mirrorline", props)
     if interpreter is not None:  # the same mirrorline command on another Python (a venv with mirrorline installed)
         command = [args.interpreters[interpreter], *command[1:]]
     running = Engine(command, tmp / f"{alias}-{engine}.log", env=ENGINE_ENV.get(base), name=engine)
@@ -282,7 +294,6 @@ def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp
     watch = LoadWatch()
     readers: dict[str, LatencyReader] = {}
     try:
-        remote = f"{alias}.{topic}"
         consumer.subscribe([remote])
         deadline = time.monotonic() + 180
         warm = False

@@ -1,0 +1,218 @@
+"""A bare forwarding loop: the least CPU a Python mirror's fetch-and-produce round trip can cost.
+
+Not a product path and not a mirror to deploy: a measuring instrument for issue 25's question
+whether a forwarding loop of mirrorline's own (instead of aiokafka's fetcher and sender) could
+copy a 1-MB/s trickle at MM2's p99 for less CPU. ``bench_latency.py --engines floor-gather-10``
+runs it as an engine beside MM2 and mirrorline, on the same clusters, measured the same way.
+
+Per task (a share of the topic's partitions, as ``tasks.max`` splits them), one coroutine does
+only what every round trip must: a Fetch v11 in an incremental fetch session (KIP-227) that
+waits up to ``--gather-ms`` for ``--min-bytes``, :func:`~mirrorline.clients.fetched_batches.split_fetched`
+(CRC checks, control and aborted batches dropped) and :func:`~...coalesce` on each partition's
+bytes, the base offset, attributes, producer fields and CRC-32C of each batch rewritten for an idempotent producer, and
+one Produce v7 (``acks=all``) per round, pipelined up to five in flight on one connection. The
+codecs are mirrorline's compiled ones, on uvloop, as mirrorline runs.
+
+What it leaves out, so what mirrorline's real path adds on top of this floor: leader changes and
+every retriable error (any error here stops the process with a non-zero exit), more than one
+broker per cluster, offset commits, offset syncs, metrics, the task and connector runtime.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import struct
+import sys
+from collections import deque
+
+import uvloop
+from aiokafka.protocol import fetch, produce, transaction
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from mirrorline.clients.compiled_codecs import compile_decoder, compile_encoder
+from mirrorline.clients.fetched_batches import coalesce, split_fetched
+from mirrorline.clients.record_batch import (CONTROL, TRANSACTIONAL, read_header, write_attributes, write_base,
+                                             write_crc, write_producer_fields)
+
+FETCH_MAX_BYTES = 8 * 1024 * 1024
+PARTITION_MAX_BYTES = 1024 * 1024
+#: mirrorline's default batch.forwarding.coalesce.bytes
+COALESCE_BYTES = 262144
+PRODUCE_IN_FLIGHT = 5
+_FRAME = struct.Struct(">i")
+_HEADER = struct.Struct(">hhih")
+_CLIENT_ID = b"floor"
+
+
+class Connection:
+    """One broker connection: requests written in order, answers matched by correlation ID."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        self._reader, self._writer = reader, writer
+        self._waiting: dict[int, asyncio.Future] = {}
+        self._next_id = 0
+        self._reading = asyncio.get_running_loop().create_task(self._read_loop())
+
+    @classmethod
+    async def open(cls, bootstrap: str) -> Connection:
+        """A connection to ``host:port``."""
+        host, _, port = bootstrap.rpartition(":")
+        return cls(*await asyncio.open_connection(host, int(port)))
+
+    def send(self, api_key: int, version: int, body: bytes) -> asyncio.Future:
+        """Write one request; the future gets the answer's frame, its body from offset 4 (after the
+        response header v0)."""
+        self._next_id += 1
+        correlation = self._next_id
+        header = _HEADER.pack(api_key, version, correlation, len(_CLIENT_ID)) + _CLIENT_ID
+        self._writer.write(_FRAME.pack(len(header) + len(body)) + header + body)
+        future = asyncio.get_running_loop().create_future()
+        self._waiting[correlation] = future
+        return future
+
+    async def _read_loop(self) -> None:
+        try:
+            while True:
+                size = _FRAME.unpack(await self._reader.readexactly(4))[0]
+                frame = await self._reader.readexactly(size)
+                future = self._waiting.pop(_FRAME.unpack_from(frame)[0])
+                future.set_result(frame)
+        except BaseException as exc:  # the connection is gone: every waiter learns it
+            for future in self._waiting.values():
+                if not future.done():
+                    future.set_exception(ConnectionError(f"broker connection lost: {exc!r}"))
+            raise
+
+
+ENCODE_FETCH = compile_encoder(fetch.FetchRequest_v11.SCHEMA)
+DECODE_FETCH = compile_decoder(fetch.FetchResponse_v11.SCHEMA)
+ENCODE_PRODUCE = compile_encoder(produce.ProduceRequest_v7.SCHEMA)
+DECODE_PRODUCE = compile_decoder(produce.ProduceResponse_v7.SCHEMA)
+
+
+async def init_producer_id(target: Connection) -> tuple[int, int]:
+    """An idempotent producer's ID and epoch from the target (InitProducerId v0, no transaction);
+    retried for a minute while the broker's producer-ID manager is not ready (error 14 or 15)."""
+    body = compile_encoder(transaction.InitProducerIdRequest_v0.SCHEMA)((None, 60000))
+    decode = compile_decoder(transaction.InitProducerIdResponse_v0.SCHEMA)
+    for _ in range(120):
+        (_, error, producer_id, epoch), _ = decode(await target.send(22, 0, body), 4)
+        if error not in (14, 15):
+            break
+        await asyncio.sleep(0.5)
+    if error:
+        raise RuntimeError(f"InitProducerId failed with error code {error}")
+    return producer_id, epoch
+
+
+async def forward(source: str, target: str, topic: str, remote: str, partitions: list[int],
+                  gather_ms: int, min_bytes: int) -> None:
+    """Copy ``partitions`` of ``topic`` on ``source`` to ``remote`` on ``target`` from offset 0, forever."""
+    fetcher, producer = await Connection.open(source), await Connection.open(target)
+    producer_id, epoch = await init_producer_id(producer)
+    positions = dict.fromkeys(partitions, 0)
+    sequences = dict.fromkeys(partitions, 0)
+    changed = list(partitions)
+    session_id = session_epoch = 0
+    in_flight: deque[asyncio.Future] = deque()
+    waiting: dict[int, deque] = {}  # partition -> batches after the one each produce request takes
+    while True:
+        listed = [(p, -1, positions[p], -1, PARTITION_MAX_BYTES) for p in changed]
+        request = (-1, gather_ms, min_bytes, FETCH_MAX_BYTES, 1, session_id, session_epoch,
+                   [(topic, listed)] if listed else [], [], "")
+        answer = await fetcher.send(1, 11, ENCODE_FETCH(request))
+        (_, error, answered_session, topics), _ = DECODE_FETCH(answer, 4)
+        if error:
+            raise RuntimeError(f"Fetch failed with error code {error} (session {session_id}/{session_epoch})")
+        if session_epoch == 0:
+            session_id = answered_session
+        if session_id:
+            session_epoch = session_epoch + 1 if session_epoch < 2 ** 31 - 1 else 1
+            changed = []
+        else:  # the broker keeps no session for us: every fetch lists every partition
+            changed = list(partitions)
+        for _, answered in topics:
+            for partition, p_error, _, _, _, aborted, _, records in answered:
+                if p_error:
+                    raise RuntimeError(f"Fetch of {topic}-{partition} failed with error code {p_error}")
+                if not records:
+                    continue
+                split = split_fetched(records, positions[partition], aborted)
+                if split.next_offset != positions[partition]:
+                    positions[partition] = split.next_offset
+                    if session_id:
+                        changed.append(partition)
+                if split.batches:
+                    waiting.setdefault(partition, deque()).extend(coalesce(split.batches, COALESCE_BYTES))
+        while waiting:  # one batch per partition per request: the broker takes no more
+            data = []
+            for partition in list(waiting):
+                queue = waiting[partition]
+                batch = queue.popleft()
+                if not queue:
+                    del waiting[partition]
+                buffer = batch.data if isinstance(batch.data, bytearray) else bytearray(batch.data)
+                write_base(buffer, 0, -1)  # a client's batch starts at 0 (the broker refuses others)
+                write_attributes(buffer, read_header(buffer)[5] & ~(TRANSACTIONAL | CONTROL))
+                write_producer_fields(buffer, producer_id, epoch, sequences[partition])
+                write_crc(buffer)
+                sequences[partition] = (sequences[partition] + batch.record_count) % 2 ** 31
+                data.append((partition, buffer))
+            while len(in_flight) >= PRODUCE_IN_FLIGHT:
+                check_produced(await in_flight.popleft())
+            in_flight.append(producer.send(0, 7, ENCODE_PRODUCE((None, -1, 30000, [(remote, data)]))))
+        while in_flight and in_flight[0].done():
+            check_produced(in_flight.popleft().result())
+
+
+def check_produced(answer: bytes) -> None:
+    """Raise on any partition error of a Produce v7 answer."""
+    (topics, _), _ = DECODE_PRODUCE(answer, 4)
+    for topic, answered in topics:
+        for partition, error, *_ in answered:
+            if error:
+                raise RuntimeError(f"Produce to {topic}-{partition} failed with error code {error}")
+
+
+def prepare(source: str, target: str, topic: str, remote: str) -> int:
+    """Create ``remote`` on the target with the source topic's partition count; that count."""
+    admin = AdminClient({"bootstrap.servers": source})
+    count = len(admin.list_topics(topic, timeout=30).topics[topic].partitions)
+    target_admin = AdminClient({"bootstrap.servers": target})  # held: its futures fail once it is collected
+    futures = target_admin.create_topics([NewTopic(remote, count, 1)])
+    try:
+        futures[remote].result(30)
+    except Exception as exc:  # an earlier run's topic: fine, its partition count is the same
+        if "TOPIC_ALREADY_EXISTS" not in str(exc):
+            raise
+    return count
+
+
+async def main(args) -> None:
+    """Run ``--tasks`` forwarding loops until one fails."""
+    count = prepare(args.source, args.target, args.topic, args.remote)
+    shares = [list(range(count))[i::args.tasks] for i in range(args.tasks)]
+    loops = [asyncio.create_task(forward(args.source, args.target, args.topic, args.remote, share,
+                                         args.gather_ms, args.min_bytes)) for share in shares if share]
+    print(f"floor: forwarding {args.topic} -> {args.remote} with {len(loops)} loops, gather {args.gather_ms} ms, "
+          f"min bytes {args.min_bytes}", flush=True)
+    done, _ = await asyncio.wait(loops, return_when=asyncio.FIRST_EXCEPTION)
+    for task in done:
+        task.result()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--source", required=True, help="the source cluster's one broker, host:port")
+    parser.add_argument("--target", required=True, help="the target cluster's one broker, host:port")
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--remote", required=True, help="the topic to write on the target")
+    parser.add_argument("--tasks", type=int, default=2)
+    parser.add_argument("--gather-ms", type=int, default=10, help="the fetch's max wait")
+    parser.add_argument("--min-bytes", type=int, default=1024 * 1024,
+                        help="the fetch's min bytes (1: answer at the first record, as MM2's consumer)")
+    try:
+        uvloop.run(main(parser.parse_args()))
+    except KeyboardInterrupt:
+        sys.exit(130)
