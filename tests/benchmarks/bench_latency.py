@@ -36,7 +36,9 @@ and ``mirrorline-asyncio`` (the default on asyncio's own event loop, ``MIRRORLIN
 instead of uvloop). ``floor-gather-10``, ``floor-gather-5``, ``floor-gather-3`` and ``floor-min-bytes-1``
 are not mirrors but ``forward_floor.py``, a bare fetch-and-produce loop with mirrorline's codecs
 (a 10, 5 or 3 ms gather, or MM2's ``fetch.min.bytes=1``): the least CPU a round trip can cost in
-Python, the floor under any rewrite of mirrorline's hot path. ``ENGINE@NAME`` runs a mirrorline engine on the interpreter given by
+Python, the floor under any rewrite of mirrorline's hot path; ``floor-fetch-gather-10`` and
+``floor-fetch-gather-5`` run its fetch loop with mirrorline's producer (a rewrite of the fetch
+side alone). ``ENGINE@NAME`` runs a mirrorline engine on the interpreter given by
 ``--python NAME=PATH`` (a venv with mirrorline installed, e.g. one bootstrapped with
 ``PYTHON=python3.13``). ``--rounds N`` runs the engines N times in turn on the same clusters and
 adds a table of medians over the rounds, each run compared with its own round's MM2 run: one
@@ -108,7 +110,10 @@ ENGINES = {"mm2": [], "mirrorline": [], "mirrorline-records": ["batch.forwarding
            # not a mirror: the bare forwarding loop of forward_floor.py, the least CPU a Python round trip
            # costs (its arguments, not properties); not run unless asked
            "floor-gather-10": ["--gather-ms", "10"], "floor-gather-5": ["--gather-ms", "5"],
-           "floor-gather-3": ["--gather-ms", "3"], "floor-min-bytes-1": ["--gather-ms", "500", "--min-bytes", "1"]}
+           "floor-gather-3": ["--gather-ms", "3"], "floor-min-bytes-1": ["--gather-ms", "500", "--min-bytes", "1"],
+           # ... its fetch loop writing through mirrorline's producer: what a rewrite of the fetch side alone leaves
+           "floor-fetch-gather-10": ["--gather-ms", "10", "--producer", "mirrorline"],
+           "floor-fetch-gather-5": ["--gather-ms", "5", "--producer", "mirrorline"]}
 #: environment variables an engine runs with, on top of this process's
 ENGINE_ENV = {"mirrorline-asyncio": {"MIRRORLINE_EVENT_LOOP": "asyncio"}}
 #: the engines run when --engines is not given

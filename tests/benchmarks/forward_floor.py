@@ -9,12 +9,17 @@ Per task (a share of the topic's partitions, as ``tasks.max`` splits them), one 
 only what every round trip must: a Fetch v11 in an incremental fetch session (KIP-227) that
 waits up to ``--gather-ms`` for ``--min-bytes``, :func:`~mirrorline.clients.fetched_batches.split_fetched`
 (CRC checks, control and aborted batches dropped) and :func:`~...coalesce` on each partition's
-bytes, the base offset, attributes, producer fields and CRC-32C of each batch rewritten for an idempotent producer, and
-one Produce v7 (``acks=all``) per round, pipelined up to five in flight on one connection. The
+bytes, the base offset, attributes, producer fields and CRC-32C of each batch rewritten for an
+idempotent producer, and one Produce v7 (``acks=all``) per round, pipelined up to five in flight on one connection. The
 codecs are mirrorline's compiled ones, on uvloop, as mirrorline runs.
 
+``--producer mirrorline`` keeps the fetch loop but writes through mirrorline's own producer
+(aiokafka's accumulator and sender, configured as the runtime configures a source task's): what a
+rewrite of the fetch side alone would leave.
+
 What it leaves out, so what mirrorline's real path adds on top of this floor: leader changes and
-every retriable error (any error here stops the process with a non-zero exit), more than one
+every retriable error (any error here stops the process with a non-zero exit, but for a
+partition not writable yet while nothing else is in flight), more than one
 broker per cluster, offset commits, offset syncs, metrics, the task and connector runtime.
 """
 
@@ -24,6 +29,7 @@ import argparse
 import asyncio
 import struct
 import sys
+import time
 from collections import deque
 
 import uvloop
@@ -40,6 +46,8 @@ PARTITION_MAX_BYTES = 1024 * 1024
 #: mirrorline's default batch.forwarding.coalesce.bytes
 COALESCE_BYTES = 262144
 PRODUCE_IN_FLIGHT = 5
+#: UNKNOWN_TOPIC_OR_PARTITION and NOT_LEADER_OR_FOLLOWER: a target topic just made
+RETRIABLE_PRODUCE = (3, 6)
 _FRAME = struct.Struct(">i")
 _HEADER = struct.Struct(">hhih")
 _CLIENT_ID = b"floor"
@@ -107,15 +115,20 @@ async def init_producer_id(target: Connection) -> tuple[int, int]:
 
 
 async def forward(source: str, target: str, topic: str, remote: str, partitions: list[int],
-                  gather_ms: int, min_bytes: int) -> None:
-    """Copy ``partitions`` of ``topic`` on ``source`` to ``remote`` on ``target`` from offset 0, forever."""
-    fetcher, producer = await Connection.open(source), await Connection.open(target)
+                  gather_ms: int, min_bytes: int, writer=None) -> None:
+    """Copy ``partitions`` of ``topic`` on ``source`` to ``remote`` on ``target`` from offset 0, forever;
+    through ``writer`` (a started mirrorline producer) when given, else with Produce requests of its own."""
+    fetcher = await Connection.open(source)
+    if writer is not None:
+        await forward_through(fetcher, writer, topic, remote, partitions, gather_ms, min_bytes)
+        return
+    producer = await Connection.open(target)
     producer_id, epoch = await init_producer_id(producer)
     positions = dict.fromkeys(partitions, 0)
     sequences = dict.fromkeys(partitions, 0)
     changed = list(partitions)
     session_id = session_epoch = 0
-    in_flight: deque[asyncio.Future] = deque()
+    in_flight: deque[tuple[asyncio.Future, bytes]] = deque()  # (answer, request body), oldest first
     waiting: dict[int, deque] = {}  # partition -> batches after the one each produce request takes
     while True:
         listed = [(p, -1, positions[p], -1, PARTITION_MAX_BYTES) for p in changed]
@@ -160,19 +173,77 @@ async def forward(source: str, target: str, topic: str, remote: str, partitions:
                 sequences[partition] = (sequences[partition] + batch.record_count) % 2 ** 31
                 data.append((partition, buffer))
             while len(in_flight) >= PRODUCE_IN_FLIGHT:
-                check_produced(await in_flight.popleft())
-            in_flight.append(producer.send(0, 7, ENCODE_PRODUCE((None, -1, 30000, [(remote, data)]))))
-        while in_flight and in_flight[0].done():
-            check_produced(in_flight.popleft().result())
+                await settle(producer, in_flight)
+            body = ENCODE_PRODUCE((None, -1, 30000, [(remote, data)]))
+            in_flight.append((producer.send(0, 7, body), body))
+        while in_flight and in_flight[0][0].done():
+            await settle(producer, in_flight)
 
 
-def check_produced(answer: bytes) -> None:
-    """Raise on any partition error of a Produce v7 answer."""
+async def forward_through(fetcher: Connection, writer, topic: str, remote: str, partitions: list[int],
+                          gather_ms: int, min_bytes: int) -> None:
+    """The same fetch loop as :func:`forward`, each batch handed to mirrorline's producer
+    (``send_record_batch``, as the runtime hands a task's batches), acknowledgements checked as they come."""
+    positions = dict.fromkeys(partitions, 0)
+    changed = list(partitions)
+    session_id = session_epoch = 0
+    acks: deque[asyncio.Future] = deque()
+    while True:
+        listed = [(p, -1, positions[p], -1, PARTITION_MAX_BYTES) for p in changed]
+        request = (-1, gather_ms, min_bytes, FETCH_MAX_BYTES, 1, session_id, session_epoch,
+                   [(topic, listed)] if listed else [], [], "")
+        (_, error, answered_session, topics), _ = DECODE_FETCH(await fetcher.send(1, 11, ENCODE_FETCH(request)), 4)
+        if error:
+            raise RuntimeError(f"Fetch failed with error code {error} (session {session_id}/{session_epoch})")
+        if session_epoch == 0:
+            session_id = answered_session
+        if session_id:
+            session_epoch = session_epoch + 1 if session_epoch < 2 ** 31 - 1 else 1
+            changed = []
+        else:
+            changed = list(partitions)
+        for _, answered in topics:
+            for partition, p_error, _, _, _, aborted, _, records in answered:
+                if p_error:
+                    raise RuntimeError(f"Fetch of {topic}-{partition} failed with error code {p_error}")
+                if not records:
+                    continue
+                split = split_fetched(records, positions[partition], aborted)
+                if split.next_offset != positions[partition]:
+                    positions[partition] = split.next_offset
+                    if session_id:
+                        changed.append(partition)
+                for batch in coalesce(split.batches, COALESCE_BYTES):
+                    acks.append(await writer.send_record_batch(remote, partition, batch.data, batch.record_count))
+        while acks and (acks[0].done() or len(acks) > 1000):
+            await acks.popleft()  # raises the write's error, if any
+
+
+async def settle(producer: Connection, in_flight: deque) -> None:
+    """Wait for the oldest Produce in flight and raise on any partition error; a partition that is
+    not writable yet (error 3 or 6, as right after the target topic was made) is written again
+    while nothing else is in flight, so its sequence numbers stay in order."""
+    for _ in range(100):
+        answer, body = in_flight[0]
+        error = produced_error(await answer)
+        if error is None:
+            in_flight.popleft()
+            return
+        if error[2] not in RETRIABLE_PRODUCE or len(in_flight) > 1:
+            raise RuntimeError(f"Produce to {error[0]}-{error[1]} failed with error code {error[2]}")
+        await asyncio.sleep(0.1)
+        in_flight[0] = (producer.send(0, 7, body), body)
+    raise RuntimeError(f"Produce to {error[0]}-{error[1]} kept failing with error code {error[2]}")
+
+
+def produced_error(answer: bytes) -> tuple[str, int, int] | None:
+    """The first (topic, partition, error code) a Produce v7 answer reports, or None."""
     (topics, _), _ = DECODE_PRODUCE(answer, 4)
     for topic, answered in topics:
         for partition, error, *_ in answered:
             if error:
-                raise RuntimeError(f"Produce to {topic}-{partition} failed with error code {error}")
+                return topic, partition, error
+    return None
 
 
 def prepare(source: str, target: str, topic: str, remote: str) -> int:
@@ -186,6 +257,12 @@ def prepare(source: str, target: str, topic: str, remote: str) -> int:
     except Exception as exc:  # an earlier run's topic: fine, its partition count is the same
         if "TOPIC_ALREADY_EXISTS" not in str(exc):
             raise
+    for _ in range(300):  # until every partition has a leader
+        described = target_admin.list_topics(remote, timeout=30).topics[remote]
+        if described.error is None and len(described.partitions) == count and \
+                all(p.leader >= 0 for p in described.partitions.values()):
+            break
+        time.sleep(0.1)
     return count
 
 
@@ -193,10 +270,22 @@ async def main(args) -> None:
     """Run ``--tasks`` forwarding loops until one fails."""
     count = prepare(args.source, args.target, args.topic, args.remote)
     shares = [list(range(count))[i::args.tasks] for i in range(args.tasks)]
+    writers = [None] * len(shares)
+    if args.producer == "mirrorline":  # one per loop, as each task of the runtime has its own
+        from mirrorline.clients import process_patches
+        from mirrorline.clients.producer import KafkaProducer
+        from mirrorline.runtime.worker_task import PRODUCE_LANES
+        process_patches.install()
+        writers = [KafkaProducer({"bootstrap_servers": args.target, "acks": "all", "enable_idempotence": True,
+                                  "linger_ms": 5, "max_batch_size": 512 * 1024, "produce_lanes": PRODUCE_LANES})
+                   for _ in shares]
+        for writer in writers:
+            await writer.start()
     loops = [asyncio.create_task(forward(args.source, args.target, args.topic, args.remote, share,
-                                         args.gather_ms, args.min_bytes)) for share in shares if share]
+                                         args.gather_ms, args.min_bytes, writer))
+             for share, writer in zip(shares, writers) if share]
     print(f"floor: forwarding {args.topic} -> {args.remote} with {len(loops)} loops, gather {args.gather_ms} ms, "
-          f"min bytes {args.min_bytes}", flush=True)
+          f"min bytes {args.min_bytes}, {args.producer} producer", flush=True)
     done, _ = await asyncio.wait(loops, return_when=asyncio.FIRST_EXCEPTION)
     for task in done:
         task.result()
@@ -212,6 +301,8 @@ if __name__ == "__main__":
     parser.add_argument("--gather-ms", type=int, default=10, help="the fetch's max wait")
     parser.add_argument("--min-bytes", type=int, default=1024 * 1024,
                         help="the fetch's min bytes (1: answer at the first record, as MM2's consumer)")
+    parser.add_argument("--producer", choices=("own", "mirrorline"), default="own",
+                        help="own: Produce requests of this loop's own; mirrorline: mirrorline's producer")
     try:
         uvloop.run(main(parser.parse_args()))
     except KeyboardInterrupt:
