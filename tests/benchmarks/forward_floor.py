@@ -114,50 +114,66 @@ async def init_producer_id(target: Connection) -> tuple[int, int]:
     return producer_id, epoch
 
 
+class FetchSession:
+    """One task's partitions read from offset 0 in an incremental fetch session (KIP-227): each
+    fetch lists only the partitions whose position moved, as the session requires."""
+
+    def __init__(self, connection: Connection, topic: str, partitions: list[int], gather_ms: int, min_bytes: int):
+        self._connection, self._topic, self._partitions = connection, topic, partitions
+        self._wait = (gather_ms, min_bytes)
+        self._positions = dict.fromkeys(partitions, 0)
+        self._changed = list(partitions)
+        self._id = self._epoch = 0
+
+    async def next(self) -> list[tuple[int, list]]:
+        """Fetch once: (partition, batches to forward, coalesced) for each partition with records."""
+        listed = [(p, -1, self._positions[p], -1, PARTITION_MAX_BYTES) for p in self._changed]
+        request = (-1, *self._wait, FETCH_MAX_BYTES, 1, self._id, self._epoch,
+                   [(self._topic, listed)] if listed else [], [], "")
+        answer = await self._connection.send(1, 11, ENCODE_FETCH(request))
+        (_, error, answered_session, topics), _ = DECODE_FETCH(answer, 4)
+        if error:
+            raise RuntimeError(f"Fetch failed with error code {error} (session {self._id}/{self._epoch})")
+        if self._epoch == 0:
+            self._id = answered_session
+        if self._id:
+            self._epoch = self._epoch + 1 if self._epoch < 2 ** 31 - 1 else 1
+            self._changed = []
+        else:  # the broker keeps no session for us: every fetch lists every partition
+            self._changed = list(self._partitions)
+        fetched = []
+        for _, answered in topics:
+            for partition, p_error, _, _, _, aborted, _, records in answered:
+                if p_error:
+                    raise RuntimeError(f"Fetch of {self._topic}-{partition} failed with error code {p_error}")
+                if not records:
+                    continue
+                split = split_fetched(records, self._positions[partition], aborted)
+                if split.next_offset != self._positions[partition]:
+                    self._positions[partition] = split.next_offset
+                    if self._id:
+                        self._changed.append(partition)
+                if split.batches:
+                    fetched.append((partition, coalesce(split.batches, COALESCE_BYTES)))
+        return fetched
+
+
 async def forward(source: str, target: str, topic: str, remote: str, partitions: list[int],
                   gather_ms: int, min_bytes: int, writer=None) -> None:
     """Copy ``partitions`` of ``topic`` on ``source`` to ``remote`` on ``target`` from offset 0, forever;
     through ``writer`` (a started mirrorline producer) when given, else with Produce requests of its own."""
-    fetcher = await Connection.open(source)
+    session = FetchSession(await Connection.open(source), topic, partitions, gather_ms, min_bytes)
     if writer is not None:
-        await forward_through(fetcher, writer, topic, remote, partitions, gather_ms, min_bytes)
+        await forward_through(session, writer, remote)
         return
     producer = await Connection.open(target)
     producer_id, epoch = await init_producer_id(producer)
-    positions = dict.fromkeys(partitions, 0)
     sequences = dict.fromkeys(partitions, 0)
-    changed = list(partitions)
-    session_id = session_epoch = 0
     in_flight: deque[tuple[asyncio.Future, bytes]] = deque()  # (answer, request body), oldest first
     waiting: dict[int, deque] = {}  # partition -> batches after the one each produce request takes
     while True:
-        listed = [(p, -1, positions[p], -1, PARTITION_MAX_BYTES) for p in changed]
-        request = (-1, gather_ms, min_bytes, FETCH_MAX_BYTES, 1, session_id, session_epoch,
-                   [(topic, listed)] if listed else [], [], "")
-        answer = await fetcher.send(1, 11, ENCODE_FETCH(request))
-        (_, error, answered_session, topics), _ = DECODE_FETCH(answer, 4)
-        if error:
-            raise RuntimeError(f"Fetch failed with error code {error} (session {session_id}/{session_epoch})")
-        if session_epoch == 0:
-            session_id = answered_session
-        if session_id:
-            session_epoch = session_epoch + 1 if session_epoch < 2 ** 31 - 1 else 1
-            changed = []
-        else:  # the broker keeps no session for us: every fetch lists every partition
-            changed = list(partitions)
-        for _, answered in topics:
-            for partition, p_error, _, _, _, aborted, _, records in answered:
-                if p_error:
-                    raise RuntimeError(f"Fetch of {topic}-{partition} failed with error code {p_error}")
-                if not records:
-                    continue
-                split = split_fetched(records, positions[partition], aborted)
-                if split.next_offset != positions[partition]:
-                    positions[partition] = split.next_offset
-                    if session_id:
-                        changed.append(partition)
-                if split.batches:
-                    waiting.setdefault(partition, deque()).extend(coalesce(split.batches, COALESCE_BYTES))
+        for partition, batches in await session.next():
+            waiting.setdefault(partition, deque()).extend(batches)
         while waiting:  # one batch per partition per request: the broker takes no more
             data = []
             for partition in list(waiting):
@@ -180,41 +196,14 @@ async def forward(source: str, target: str, topic: str, remote: str, partitions:
             await settle(producer, in_flight)
 
 
-async def forward_through(fetcher: Connection, writer, topic: str, remote: str, partitions: list[int],
-                          gather_ms: int, min_bytes: int) -> None:
-    """The same fetch loop as :func:`forward`, each batch handed to mirrorline's producer
+async def forward_through(session: FetchSession, writer, remote: str) -> None:
+    """The fetch loop of :func:`forward`, each batch handed to mirrorline's producer
     (``send_record_batch``, as the runtime hands a task's batches), acknowledgements checked as they come."""
-    positions = dict.fromkeys(partitions, 0)
-    changed = list(partitions)
-    session_id = session_epoch = 0
     acks: deque[asyncio.Future] = deque()
     while True:
-        listed = [(p, -1, positions[p], -1, PARTITION_MAX_BYTES) for p in changed]
-        request = (-1, gather_ms, min_bytes, FETCH_MAX_BYTES, 1, session_id, session_epoch,
-                   [(topic, listed)] if listed else [], [], "")
-        (_, error, answered_session, topics), _ = DECODE_FETCH(await fetcher.send(1, 11, ENCODE_FETCH(request)), 4)
-        if error:
-            raise RuntimeError(f"Fetch failed with error code {error} (session {session_id}/{session_epoch})")
-        if session_epoch == 0:
-            session_id = answered_session
-        if session_id:
-            session_epoch = session_epoch + 1 if session_epoch < 2 ** 31 - 1 else 1
-            changed = []
-        else:
-            changed = list(partitions)
-        for _, answered in topics:
-            for partition, p_error, _, _, _, aborted, _, records in answered:
-                if p_error:
-                    raise RuntimeError(f"Fetch of {topic}-{partition} failed with error code {p_error}")
-                if not records:
-                    continue
-                split = split_fetched(records, positions[partition], aborted)
-                if split.next_offset != positions[partition]:
-                    positions[partition] = split.next_offset
-                    if session_id:
-                        changed.append(partition)
-                for batch in coalesce(split.batches, COALESCE_BYTES):
-                    acks.append(await writer.send_record_batch(remote, partition, batch.data, batch.record_count))
+        for partition, batches in await session.next():
+            for batch in batches:
+                acks.append(await writer.send_record_batch(remote, partition, batch.data, batch.record_count))
         while acks and (acks[0].done() or len(acks) > 1000):
             await acks.popleft()  # raises the write's error, if any
 
