@@ -250,14 +250,13 @@ def prepare(source: str, target: str, topic: str, remote: str) -> int:
         described = target_admin.list_topics(remote, timeout=30).topics[remote]
         if described.error is None and len(described.partitions) == count and \
                 all(p.leader >= 0 for p in described.partitions.values()):
-            break
+            return count
         time.sleep(0.1)
-    return count
+    raise RuntimeError(f"{remote} on {target} has partitions without a leader 30 s after it was made")
 
 
-async def main(args) -> None:
-    """Run ``--tasks`` forwarding loops until one fails."""
-    count = prepare(args.source, args.target, args.topic, args.remote)
+async def main(args, count: int) -> None:
+    """Run ``--tasks`` forwarding loops over the topic's ``count`` partitions until one fails."""
     shares = [list(range(count))[i::args.tasks] for i in range(args.tasks)]
     writers = [None] * len(shares)
     if args.producer == "mirrorline":  # one per loop, as each task of the runtime has its own
@@ -292,7 +291,9 @@ if __name__ == "__main__":
                         help="the fetch's min bytes (1: answer at the first record, as MM2's consumer)")
     parser.add_argument("--producer", choices=("own", "mirrorline"), default="own",
                         help="own: Produce requests of this loop's own; mirrorline: mirrorline's producer")
+    arguments = parser.parse_args()
     try:
-        uvloop.run(main(parser.parse_args()))
+        # the admin calls block: made before the event loop runs
+        uvloop.run(main(arguments, prepare(arguments.source, arguments.target, arguments.topic, arguments.remote)))
     except KeyboardInterrupt:
         sys.exit(130)
