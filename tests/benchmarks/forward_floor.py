@@ -9,8 +9,9 @@ Per task (a share of the topic's partitions, as ``tasks.max`` splits them), one 
 only what every round trip must: a Fetch v11 in an incremental fetch session (KIP-227) that
 waits up to ``--gather-ms`` for ``--min-bytes``, :func:`~mirrorline.clients.fetched_batches.split_fetched`
 (CRC checks, control and aborted batches dropped) and :func:`~...coalesce` on each partition's
-bytes, the base offset, attributes, producer fields and CRC-32C of each batch rewritten for an
-idempotent producer, and one Produce v7 (``acks=all``) per round, pipelined up to five in flight on one connection. The
+bytes, each batch's header rewritten for an idempotent producer by mirrorline's own
+:class:`~mirrorline.clients.forwarded_batch.ForwardedBatch` (as its producer does), and one
+Produce v7 (``acks=all``) per round, pipelined up to five in flight on one connection. The
 codecs are mirrorline's compiled ones, on uvloop, as mirrorline runs.
 
 ``--producer mirrorline`` keeps the fetch loop but writes through mirrorline's own producer
@@ -38,8 +39,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorline.clients.compiled_codecs import compile_decoder, compile_encoder
 from mirrorline.clients.fetched_batches import coalesce, split_fetched
-from mirrorline.clients.record_batch import (CONTROL, TRANSACTIONAL, read_header, write_attributes, write_base,
-                                             write_crc, write_producer_fields)
+from mirrorline.clients.forwarded_batch import ForwardedBatch
 
 FETCH_MAX_BYTES = 8 * 1024 * 1024
 PARTITION_MAX_BYTES = 1024 * 1024
@@ -181,13 +181,12 @@ async def forward(source: str, target: str, topic: str, remote: str, partitions:
                 batch = queue.popleft()
                 if not queue:
                     del waiting[partition]
-                buffer = batch.data if isinstance(batch.data, bytearray) else bytearray(batch.data)
-                write_base(buffer, 0, -1)  # a client's batch starts at 0 (the broker refuses others)
-                write_attributes(buffer, read_header(buffer)[5] & ~(TRANSACTIONAL | CONTROL))
-                write_producer_fields(buffer, producer_id, epoch, sequences[partition])
-                write_crc(buffer)
+                # the header work mirrorline's producer does: base offset 0, foreign attributes
+                # cleared, producer fields set (the builder calls aiokafka's sender makes), CRC-32C
+                forwarded = ForwardedBatch(batch.data, batch.record_count)
+                forwarded._set_producer_state(producer_id, epoch, sequences[partition])
                 sequences[partition] = (sequences[partition] + batch.record_count) % 2 ** 31
-                data.append((partition, buffer))
+                data.append((partition, forwarded._build()))
             while len(in_flight) >= PRODUCE_IN_FLIGHT:
                 await settle(producer, in_flight)
             body = ENCODE_PRODUCE((None, -1, 30000, [(remote, data)]))
