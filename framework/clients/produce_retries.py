@@ -18,7 +18,7 @@ the accumulator after its own back-off, as in Java's producer since Kafka 3.7:
 ``retry.backoff.ms`` x 2^(n-1) after its n-th failed attempt, with +-20 % jitter, at most
 ``retry.backoff.max.ms`` (1,000 ms by default, Java's). The metadata refresh a refusal asks for
 comes at most once per ``retry.backoff.ms`` after the last one, as Java's producer spaces them,
-not back to back (:class:`_SpacedRefresh`).
+not back to back (:class:`SpacedRefresh`).
 
 A batch refused because its broker has not made the partition yet (``NOT_LEADER_OR_FOLLOWER`` or
 ``UNKNOWN_TOPIC_OR_PARTITION``) is not sent again at all until that broker says the partition is
@@ -45,7 +45,7 @@ from aiokafka.structs import TopicPartition
 
 from mirrorline.clients.partition_readiness import NOT_WRITABLE_YET, ReadinessProbe
 
-__all__ = ["DEFAULT_RETRY_BACKOFF_MAX_MS", "JITTER", "install", "retry_backoff_s"]
+__all__ = ["DEFAULT_RETRY_BACKOFF_MAX_MS", "JITTER", "SpacedRefresh", "install", "retry_backoff_s"]
 
 log = logging.getLogger("aiokafka.producer.sender")  # where aiokafka's own retry warnings go
 
@@ -107,7 +107,7 @@ class _HandledOnce(SendProduceReqHandler):
                     self.not_writable.add(TopicPartition(topic, answer[0]))
 
 
-class _SpacedRefresh:
+class SpacedRefresh:
     """A producer's metadata refreshes asked for by refused writes: at most one per ``retry.backoff.ms``
     after the last refresh, as Java's producer spaces them. aiokafka starts one at every refusal, so
     a burst of refusals kept the broker answering full metadata requests back to back."""
@@ -141,9 +141,9 @@ class _SpacedRefresh:
 
 class _RefusalClient:
     """The client as one produce request's handler sees it: sends go out as given (on a lane or
-    not), refresh requests go through the producer's :class:`_SpacedRefresh`."""
+    not), refresh requests go through the producer's :class:`SpacedRefresh`."""
 
-    def __init__(self, client, refresh: _SpacedRefresh):
+    def __init__(self, client, refresh: SpacedRefresh):
         self._client = client
         self._refresh = refresh
 
@@ -204,7 +204,7 @@ def install(producer, lanes: int, retry_backoff_max_ms: int = DEFAULT_RETRY_BACK
     sender = producer._sender
     max_s = retry_backoff_max_ms / 1000
     retries = _Retries(sender, producer._message_accumulator, max_s)
-    refresh = _SpacedRefresh(sender.client, sender._retry_backoff)
+    refresh = SpacedRefresh(sender.client, sender._retry_backoff)
     probe = ReadinessProbe(sender.client, release=retries.put_back, fallback=lambda batch: retries.later([batch]),
                            refresh=refresh.request, backoff=retries.backoff, base_s=sender._retry_backoff,
                            max_s=max_s, may_expire=sender._txn_manager is None)

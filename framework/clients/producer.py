@@ -44,6 +44,7 @@ from mirrorline.api.clients import Producer
 from mirrorline.api.errors import ConnectError, PartitionNotAvailableError
 from mirrorline.api.records import RecordMetadata
 from mirrorline.clients import metadata_reuse, no_auto_create, produce_retries
+from mirrorline.clients.batch_sender import make_batch_sender
 from mirrorline.clients.consumer import AIO_ERRORS
 from mirrorline.clients.errors import translate
 from mirrorline.clients.forwarded_batch import ForwardedBatch
@@ -114,7 +115,8 @@ class RecordProducer(AIOKafkaProducer):
 
     def __init__(self, *args, max_block_ms: int = DEFAULT_MAX_BLOCK_MS, allow_auto_create_topics: bool = False,
                  produce_lanes: int = 1, buffer_memory: int = DEFAULT_BUFFER_MEMORY,
-                 retry_backoff_max_ms: int = produce_retries.DEFAULT_RETRY_BACKOFF_MAX_MS, **kwargs):
+                 retry_backoff_max_ms: int = produce_retries.DEFAULT_RETRY_BACKOFF_MAX_MS,
+                 forward_directly: bool = True, **kwargs):
         if max_block_ms < 0:
             raise ValueError(f"max_block_ms must be >= 0, not {max_block_ms}")
         if buffer_memory < 0:
@@ -138,6 +140,36 @@ class RecordProducer(AIOKafkaProducer):
             no_auto_create.allow_auto_create(self.client)
         metadata_reuse.ask_for_no_topics_when_empty(self.client)  # before its first record it needs none
         _translate_batches(self)
+        #: writes forwarded batches of an idempotent, non-transactional producer (None: aiokafka's sender does)
+        self.batch_sender = make_batch_sender(self, produce_lanes, retry_backoff_max_ms / 1000, forward_directly)
+
+    async def stop(self):
+        """Wait for every forwarded batch handed over, then stop as aiokafka's producer does."""
+        if self.batch_sender is not None:
+            await self.batch_sender.close()
+        await super().stop()
+
+    async def flush(self):
+        """Wait until every record and forwarded batch handed over was acknowledged or failed."""
+        await super().flush()
+        if self.batch_sender is not None:
+            await self.batch_sender.idle()
+
+    async def _batches_idle(self, topic: str, partition: int | None) -> None:
+        """Wait for the forwarded batches in flight to ``topic`` (``partition``, or any of its partitions
+        when the partitioner will choose): records never overtake a batch on its partition."""
+        sender = self.batch_sender
+        if sender is None or not sender.pending:
+            return
+        if partition is not None:
+            await sender.idle(TopicPartition(topic, partition))
+        elif sender.has_pending_topic(topic):
+            await sender.idle()
+
+    async def _records_idle(self, tp: TopicPartition) -> None:
+        """Wait for aiokafka's batches queued or in flight to ``tp``: a forwarded batch never overtakes them."""
+        if self._message_accumulator._batches.get(tp) or tp in self._sender._muted_partitions:
+            await self._message_accumulator.flush()
 
     async def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None):
         """As ``AIOKafkaProducer.send``, and a record with neither key nor value is written as such.
@@ -147,6 +179,7 @@ class RecordProducer(AIOKafkaProducer):
         """
         if partition is not None and partition < 0:
             raise ValueError(f"partition must be >= 0, not {partition} (topic {topic})")
+        await self._batches_idle(topic, partition)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.max_block_ms / 1000
         while True:
@@ -170,7 +203,12 @@ class RecordProducer(AIOKafkaProducer):
         batch = ForwardedBatch(data, record_count,
                                transactional=txn is not None and txn.transactional_id is not None)
         deadline = asyncio.get_running_loop().time() + self.max_block_ms / 1000
-        return await self._queue_built(batch, topic, partition, deadline)
+        if self.batch_sender is None:
+            return await self._queue_built(batch, topic, partition, deadline)
+        await self._wait_for_partition(topic, partition, deadline)
+        tp = TopicPartition(topic, partition)
+        await self._records_idle(tp)
+        return self.batch_sender.submit(tp, batch)
 
     async def send_keyed(self, topic: str, records: list[tuple[bytes, bytes | None]],
                          partition: int | None = None) -> list[RecordMetadata]:
@@ -192,6 +230,7 @@ class RecordProducer(AIOKafkaProducer):
             raise ValueError(f"send_keyed writes keyed records only (topic {topic})")
         for key, value in records:  # max.request.size, checked as send() checks it, before anything is queued
             self._serialize(key, value, [])
+        await self._batches_idle(topic, partition)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.max_block_ms / 1000
         while True:
@@ -429,6 +468,9 @@ class KafkaProducer(Producer):
                     for future in futures:
                         if future.done() and not future.cancelled():
                             future.exception()
+                if self._producer.batch_sender is not None:
+                    given_up += self._producer.batch_sender.give_up(KafkaTimeoutError(
+                        f"the producer was stopped with this write unacknowledged after {timeout:g}s"))
             await stopping  # every batch has ended now: the sender and the connections close at once
         except AIO_ERRORS as exc:
             raise translate(exc) from exc

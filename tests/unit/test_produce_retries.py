@@ -213,11 +213,11 @@ class RefreshCounter:
 
 
 async def test_refusals_refresh_the_metadata_at_most_once_per_retry_backoff():
-    from mirrorline.clients.produce_retries import _SpacedRefresh
+    from mirrorline.clients.produce_retries import SpacedRefresh
 
     now = time.time()
     client = RefreshCounter(refreshed_s=now - 0.01)  # refreshed 10 ms ago
-    spaced = _SpacedRefresh(client, interval_s=BASE_MS / 1000)
+    spaced = SpacedRefresh(client, interval_s=BASE_MS / 1000)
     for _refusal in range(50):  # a burst of refusals
         spaced.request()
     assert client.forced == 0  # not back to back with the last refresh
@@ -231,10 +231,10 @@ async def test_refusals_refresh_the_metadata_at_most_once_per_retry_backoff():
 
 
 async def test_a_refresh_still_due_is_dropped_when_the_sender_stops():
-    from mirrorline.clients.produce_retries import _SpacedRefresh
+    from mirrorline.clients.produce_retries import SpacedRefresh
 
     client = RefreshCounter(refreshed_s=time.time())
-    spaced = _SpacedRefresh(client, interval_s=BASE_MS / 1000)
+    spaced = SpacedRefresh(client, interval_s=BASE_MS / 1000)
     spaced.request()
     spaced.cancel()
     await asyncio.sleep(BASE_MS / 1000 * 2)
