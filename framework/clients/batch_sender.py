@@ -14,7 +14,8 @@ the same producer id and sequence numbers:
 - every partition with a batch ready and none in flight goes into one Produce request per leader,
   the next time the event loop turns (so a task's whole poll goes in one request), split by size
   over ``produce.connections.per.broker`` connections (:func:`~mirrorline.clients.produce_lanes.split_by_size`),
-  at most :data:`MAX_IN_FLIGHT` requests in flight per connection, as Java's producer pipelines;
+  at most :data:`MAX_IN_FLIGHT` requests in flight per connection, as Java's producer pipelines,
+  each of at most :data:`MAX_REQUEST_BYTES`;
 - a batch takes its sequence number when it first goes on the wire and keeps it for every retry,
   so a write the broker had already taken is answered as a duplicate, not written twice;
 - a retriable refusal or a lost connection sends the batch again after its own back-off
@@ -55,7 +56,7 @@ from mirrorline.clients.produce_lanes import split_by_size
 from mirrorline.clients.produce_retries import SpacedRefresh, retry_backoff_s
 from mirrorline.clients.retry_warnings import PRODUCER_SENDER_LOGGER
 
-__all__ = ["MAX_IN_FLIGHT", "BatchSender", "make_batch_sender"]
+__all__ = ["MAX_IN_FLIGHT", "MAX_REQUEST_BYTES", "BatchSender", "make_batch_sender"]
 
 log = logging.getLogger(__name__)
 #: retry warnings go where aiokafka's sender writes its own, so the same thinning applies
@@ -63,6 +64,10 @@ retry_log = logging.getLogger(PRODUCER_SENDER_LOGGER)
 
 #: Produce requests in flight per connection (Java's ``max.in.flight.requests.per.connection`` default)
 MAX_IN_FLIGHT = 5
+#: the most bytes of batches in one Produce request: far under a broker's ``socket.request.max.bytes``
+#: (100 MiB by default, past which it closes the connection), with room for thousands of partitions'
+#: batches per request (aiokafka's sender put every ready batch of a broker into one, without bound)
+MAX_REQUEST_BYTES = 32 * 1024 * 1024
 
 
 class _Outgoing:
@@ -84,6 +89,20 @@ class _Outgoing:
 
 def _size(outgoing: _Outgoing) -> int:
     return outgoing.batch.size()
+
+
+def _bounded(share: dict[TopicPartition, _Outgoing], limit: int) -> list[dict[TopicPartition, _Outgoing]]:
+    """``share`` cut into requests of at most ``limit`` bytes each (a bigger batch goes alone)."""
+    requests: list[dict[TopicPartition, _Outgoing]] = [{}]
+    size = 0
+    for tp, outgoing in share.items():
+        batch_size = outgoing.batch.size()
+        if size and size + batch_size > limit:
+            requests.append({})
+            size = 0
+        requests[-1][tp] = outgoing
+        size += batch_size
+    return requests
 
 
 class BatchSender:
@@ -236,7 +255,10 @@ class BatchSender:
                 continue  # left ready: a response from that broker drains again
             shares = split_by_size(batches, len(free), _size) if len(free) > 1 else [batches]
             for lane, share in zip(free, shares):
-                self._dispatch(node_id, lane, share)
+                for request in _bounded(share, MAX_REQUEST_BYTES):
+                    if self._in_flight.get((node_id, lane), 0) >= MAX_IN_FLIGHT:
+                        break  # the rest stays ready for the next drain
+                    self._dispatch(node_id, lane, request)
 
     def _dispatch(self, node_id: int, lane: int, share: dict[TopicPartition, _Outgoing]) -> None:
         txn = self._txn
