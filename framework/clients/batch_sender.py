@@ -293,8 +293,8 @@ class BatchSender:
                 if err.retriable:
                     retry_log.warning("Got error produce response on topic-partition %s, retrying. Error: %s",
                                       ", ".join(f"{tp.topic}-{tp.partition}" for tp in share), err)
-                    for outgoing in share.values():
-                        self._back_off(outgoing, refresh=getattr(err, "invalid_metadata", False))
+                    for outgoing in share.values():  # the broker may have gone: ask who leads now
+                        self._back_off(outgoing, refresh=True)
                 else:
                     for outgoing in share.values():
                         self._fail(outgoing, err)

@@ -1,6 +1,8 @@
-"""ForwardedBatch: one already-encoded Kafka record batch, handed to aiokafka's producer as it is.
+"""ForwardedBatch: one already-encoded Kafka record batch, written as it is.
 
-aiokafka's producer takes a batch builder through ``send_batch``; its sender asks the builder
+An idempotent producer that is not transactional writes it with mirrorline's own loop
+(:mod:`.batch_sender`), which asks it what aiokafka's sender asks (below). A transactional producer
+hands it to aiokafka: aiokafka's producer takes a batch builder through ``send_batch``; its sender asks the builder
 for its records count, its size, and (with idempotence) to take the producer id, epoch and
 base sequence it assigns, then for the bytes. :class:`ForwardedBatch` answers those calls for a
 batch that is already encoded (magic 2): it writes the producer fields into the header and
