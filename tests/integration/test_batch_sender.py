@@ -111,6 +111,7 @@ async def test_forwarded_batches_go_out_on_mirrorlines_loop_under_the_producers_
         offsets = [future.result().offset for future in futures]
         producer_id = aio._txn_manager.producer_id
     assert not queued_by_aiokafka
+    assert producer_id >= 0  # InitProducerId was answered: the batches below carry a real id
     for p in range(partitions):
         assert offsets[p::partitions] == [r * RECORDS_PER_BATCH for r in range(rounds)]
     read = await asyncio.to_thread(rd_read, bootstrap, topic, partitions)
