@@ -410,11 +410,10 @@ class BatchSender:
         self._schedule()
 
 
-def make_batch_sender(producer, lanes: int, retry_backoff_max_s: float,
-                      enabled: bool = True) -> BatchSender | None:
+def make_batch_sender(producer, lanes: int, retry_backoff_max_s: float) -> BatchSender | None:
     """A :class:`BatchSender` for ``producer`` when it is idempotent and not transactional, else None."""
     txn = producer._txn_manager
-    if not enabled or txn is None or txn.transactional_id is not None:
+    if txn is None or txn.transactional_id is not None:
         return None
     return BatchSender(producer, lanes, retry_backoff_max_s)
 

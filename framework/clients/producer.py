@@ -115,8 +115,7 @@ class RecordProducer(AIOKafkaProducer):
 
     def __init__(self, *args, max_block_ms: int = DEFAULT_MAX_BLOCK_MS, allow_auto_create_topics: bool = False,
                  produce_lanes: int = 1, buffer_memory: int = DEFAULT_BUFFER_MEMORY,
-                 retry_backoff_max_ms: int = produce_retries.DEFAULT_RETRY_BACKOFF_MAX_MS,
-                 forward_directly: bool = True, **kwargs):
+                 retry_backoff_max_ms: int = produce_retries.DEFAULT_RETRY_BACKOFF_MAX_MS, **kwargs):
         if max_block_ms < 0:
             raise ValueError(f"max_block_ms must be >= 0, not {max_block_ms}")
         if buffer_memory < 0:
@@ -141,7 +140,7 @@ class RecordProducer(AIOKafkaProducer):
         metadata_reuse.ask_for_no_topics_when_empty(self.client)  # before its first record it needs none
         _translate_batches(self)
         #: writes forwarded batches of an idempotent, non-transactional producer (None: aiokafka's sender does)
-        self.batch_sender = make_batch_sender(self, produce_lanes, retry_backoff_max_ms / 1000, forward_directly)
+        self.batch_sender = make_batch_sender(self, produce_lanes, retry_backoff_max_ms / 1000)
 
     async def stop(self):
         """Wait for every forwarded batch handed over, then stop as aiokafka's producer does."""
@@ -167,7 +166,8 @@ class RecordProducer(AIOKafkaProducer):
             await sender.idle()
 
     async def _records_idle(self, tp: TopicPartition) -> None:
-        """Wait for aiokafka's batches queued or in flight to ``tp``: a forwarded batch never overtakes them."""
+        """Before a forwarded batch goes to ``tp``: if aiokafka has batches queued or in flight there, wait
+        until all of its batches are done (it flushes as a whole), so the forwarded batch never overtakes them."""
         if self._message_accumulator._batches.get(tp) or tp in self._sender._muted_partitions:
             await self._message_accumulator.flush()
 
