@@ -91,12 +91,18 @@ def _size(outgoing: _Outgoing) -> int:
     return outgoing.batch.size()
 
 
+def _warn_retrying(partitions, error) -> None:
+    """aiokafka's own retry warning, word for word, so :mod:`.retry_warnings` thins ours with its."""
+    retry_log.warning("Got error produce response on topic-partition %s, retrying. Error: %s",
+                      ", ".join(f"{tp.topic}-{tp.partition}" for tp in partitions), error)
+
+
 def _bounded(share: dict[TopicPartition, _Outgoing], limit: int) -> list[dict[TopicPartition, _Outgoing]]:
     """``share`` cut into requests of at most ``limit`` bytes each (a bigger batch goes alone)."""
     requests: list[dict[TopicPartition, _Outgoing]] = [{}]
     size = 0
     for tp, outgoing in share.items():
-        batch_size = outgoing.batch.size()
+        batch_size = _size(outgoing)
         if size and size + batch_size > limit:
             requests.append({})
             size = 0
@@ -291,8 +297,7 @@ class BatchSender:
                 response = await self._client.send(node_id, request, **group)
             except KafkaError as err:
                 if err.retriable:
-                    retry_log.warning("Got error produce response on topic-partition %s, retrying. Error: %s",
-                                      ", ".join(f"{tp.topic}-{tp.partition}" for tp in share), err)
+                    _warn_retrying(share, err)
                     for outgoing in share.values():  # the broker may have gone: ask who leads now
                         self._back_off(outgoing, refresh=True)
                 else:
@@ -330,13 +335,11 @@ class BatchSender:
                     self._done(outgoing, RecordMetadata(topic, tp.partition, answer[2], timestamp))
                 elif code in NOT_WRITABLE_YET:
                     outgoing.retry_count += 1
-                    retry_log.warning("Got error produce response on topic-partition %s, retrying. Error: %s",
-                                      tp, error)
+                    _warn_retrying((tp,), error)
                     self._refresh.request()
                     self.probe.hold(node_id, outgoing)
                 elif error.retriable:
-                    retry_log.warning("Got error produce response on topic-partition %s, retrying. Error: %s",
-                                      tp, error)
+                    _warn_retrying((tp,), error)
                     self._back_off(outgoing, refresh=getattr(error, "invalid_metadata", False))
                 elif error is InvalidProducerEpoch:
                     self._fail(outgoing, ProducerFenced())
