@@ -5,10 +5,11 @@ consumer whose partitions, offsets and errors are mirrorline's. Records are aiok
 ``ConsumerRecord`` objects, handed out uncopied (they have every attribute of the contract's
 ``ConsumerRecord`` protocol); only the dict around them is rebuilt, once per partition and call,
 with the contract's :class:`~mirrorline.api.kafka.TopicPartition` keys. With ``fetch_batches``
-the consumer's fetcher is hooked by :mod:`.batch_capture` so ``getmany`` returns
-:class:`~mirrorline.api.kafka.FetchedBatch` items, merged by :func:`.fetched_batches.coalesce`
-when asked. With ``fetch_sessions`` its client's Fetch requests go through :mod:`.fetch_sessions`
-(KIP-227 incremental fetch sessions). Every consumer notes which topics its fetches were answered
+``getmany`` returns :class:`~mirrorline.api.kafka.FetchedBatch` items, merged by
+:func:`.fetched_batches.coalesce` when asked; with ``fetch_sessions`` fetches go in KIP-227
+incremental fetch sessions (:mod:`.fetch_sessions`). With both, the consumer fetches with
+mirrorline's own loop (:mod:`.batch_fetcher`); otherwise aiokafka's fetcher is hooked: by
+:mod:`.batch_capture` for batches, around its client's ``send`` for sessions. Every consumer notes which topics its fetches were answered
 with a topic-change error (:mod:`.fetch_errors`) and reads topic IDs with Metadata v12
 (:mod:`.topic_ids`), so a caller can tell a re-created topic from the one it was reading.
 
@@ -36,6 +37,7 @@ from mirrorline.api.errors import ConfigError
 from mirrorline.api.kafka import FetchedBatch, OffsetAndTimestamp, TopicPartition
 from mirrorline.clients import metadata_reuse
 from mirrorline.clients.batch_capture import BatchCapture, capture_batches
+from mirrorline.clients.batch_fetcher import BatchFetcher, use_batch_fetcher
 from mirrorline.clients.errors import translate
 from mirrorline.clients.fetch_errors import FetchErrorWatch, watch_fetch_errors
 from mirrorline.clients.fetch_sessions import FLOWING_MAX_WAIT_MS, FetchSessions, use_fetch_sessions
@@ -78,7 +80,7 @@ class KafkaConsumer(Consumer):
 
     def __init__(self, kwargs: dict[str, Any], ignored: list[str] | None = None, *,
                  fetch_batches: BatchFetch | None = None, fetch_sessions: bool = False,
-                 gather_max_wait_ms: int | None = None):
+                 gather_max_wait_ms: int | None = None, own_fetch_loop: bool = True):
         self.ignored_settings = list(ignored or [])
         self.principal = kwargs.get("sasl_plain_username")
         self.read_committed = kwargs.get("isolation_level") == "read_committed"
@@ -89,8 +91,14 @@ class KafkaConsumer(Consumer):
         self._coalesce_bytes = fetch_batches.coalesce_bytes if fetch_batches is not None else 0
         #: aiokafka partition -> ours, so a getmany builds no partition object it built before
         self._ours: dict[Any, TopicPartition] = {}
-        #: the batch-capture hooks, once started with ``fetch_batches`` (their counters say how batches went)
+        #: the batch-capture hooks, once started with ``fetch_batches`` on aiokafka's fetch loop
+        #: (their counters say how batches went)
         self.capture: BatchCapture | None = None
+        #: mirrorline's own fetch loop, once started with ``fetch_batches`` and ``fetch_sessions`` (its
+        #: counters say how fetches and batches went); None on aiokafka's
+        self.fetcher: BatchFetcher | None = None
+        self._own_fetch_loop = (own_fetch_loop and fetch_batches is not None and fetch_sessions
+                                and not kwargs.get("client_rack"))
         self._use_fetch_sessions = fetch_sessions
         self._gather_max_wait_ms = FLOWING_MAX_WAIT_MS if gather_max_wait_ms is None else gather_max_wait_ms
         if self._gather_max_wait_ms < 0:
@@ -108,13 +116,19 @@ class KafkaConsumer(Consumer):
 
     @classmethod
     def from_settings(cls, props: Mapping[str, Any], *, fetch_batches: BatchFetch | None = None,
-                      fetch_sessions: bool = False, gather_max_wait_ms: int | None = None) -> KafkaConsumer:
-        """A consumer from Java-style settings; ``group.id`` is dropped and nothing is ever committed."""
+                      fetch_sessions: bool = False, gather_max_wait_ms: int | None = None,
+                      own_fetch_loop: bool = True) -> KafkaConsumer:
+        """A consumer from Java-style settings; ``group.id`` is dropped and nothing is ever committed.
+
+        With ``fetch_batches`` and ``fetch_sessions`` it fetches with mirrorline's own loop
+        (:mod:`.batch_fetcher`) unless ``own_fetch_loop`` is False (a consumer shared by tasks:
+        :mod:`.consumer_share` works with aiokafka's) or ``client.rack`` is set (aiokafka's loop
+        fetches from a preferred read replica, KIP-392)."""
         kwargs, ignored = client_kwargs(props, "consumer")
         kwargs.pop("group_id", None)
         kwargs["enable_auto_commit"] = False
         return cls(kwargs, ignored, fetch_batches=fetch_batches, fetch_sessions=fetch_sessions,
-                   gather_max_wait_ms=gather_max_wait_ms)
+                   gather_max_wait_ms=gather_max_wait_ms, own_fetch_loop=own_fetch_loop)
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -123,6 +137,12 @@ class KafkaConsumer(Consumer):
             await self._consumer.start()
         except AIO_ERRORS as exc:
             raise translate(exc) from exc
+        if self._own_fetch_loop and getattr(self._consumer, "_fetcher", None) is not None:
+            self.fetch_errors = FetchErrorWatch()
+            list_offsets_aside(self._consumer)
+            self.fetch_sessions = FetchSessions(self.fetch_errors, self._gather_max_wait_ms)
+            self.fetcher = await use_batch_fetcher(self._consumer, self.fetch_sessions, self.fetch_errors)
+            return
         self.fetch_errors = watch_fetch_errors(self._consumer)
         list_offsets_aside(self._consumer)
         if self._use_fetch_sessions:
