@@ -42,6 +42,11 @@ THINNED = ((PRODUCER_SENDER_LOGGER, RETRY_WARNING_PREFIX, "the batches are retri
            ("aiokafka", "Unable connect to node with id", _BROKER_DOWN),
            ("aiokafka", "Unable to update metadata from", _BROKER_DOWN),
            ("aiokafka.consumer.fetcher", "Failed fetch messages from", _BROKER_DOWN),
+           # mirrorline's own fetch loop (batch_fetcher) says the same, and holds a partition whose
+           # fetch keeps failing with another retriable error for retry.backoff.ms between tries
+           ("mirrorline.clients.batch_fetcher", "Failed fetch messages from", _BROKER_DOWN),
+           ("mirrorline.clients.batch_fetcher", "Unexpected error while fetching data",
+            "the partition is fetched again after retry.backoff.ms"),
            (PRODUCER_SENDER_LOGGER, "Got error produce response: %s", _BROKER_DOWN),
            ("aiokafka.consumer.group_coordinator", "Group Coordinator Request failed", _BROKER_DOWN))
 

@@ -97,3 +97,17 @@ def test_coordinator_lookups_of_a_group_member_are_thinned(caplog):
             coordinator.error("Group Coordinator Request failed: %s", "NodeNotReadyError")
     lines = [r.getMessage() for r in caplog.records if r.name == "aiokafka.consumer.group_coordinator"]
     assert len(lines) == 3 and "100 such lines" in lines[-1]
+
+
+def test_mirrorlines_fetch_loop_repeats_are_thinned(caplog):
+    from mirrorline.clients.retry_warnings import thin_retry_warnings
+
+    for thinning in thin_retry_warnings():
+        thinning.reset()
+    fetcher = logging.getLogger("mirrorline.clients.batch_fetcher")
+    with caplog.at_level(logging.WARNING, logger="mirrorline.clients.batch_fetcher"):
+        for _ in range(150):  # a broker down, then a partition whose log directory failed
+            fetcher.error("Failed fetch messages from %s: %s", 1, "NodeNotReadyError")
+            fetcher.warning("Unexpected error while fetching data: %s", "KafkaStorageError")
+    lines = [r.getMessage() for r in caplog.records if r.name == "mirrorline.clients.batch_fetcher"]
+    assert len(lines) == 6 and "100 such lines" in lines[-1]
