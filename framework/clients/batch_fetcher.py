@@ -1,7 +1,7 @@
 """mirrorline's own fetch loop for consumers that forward whole batches.
 
 A consumer made with ``fetch_batches`` and ``fetch_sessions`` (every MirrorSource task's consumer
-on the batch-forwarding path, unless its tasks share clients) fetches with :class:`BatchFetcher`
+on the batch-forwarding path, shared by its tasks or not) fetches with :class:`BatchFetcher`
 instead of aiokafka's ``Fetcher``. It is the fetch half of what :mod:`.batch_sender` is for
 produce: a trickle's CPU is spent per round trip, and aiokafka's fetch loop, with the hooks
 mirrorline had put around it (:mod:`.fetch_planner`, :mod:`.batch_capture`, the session and

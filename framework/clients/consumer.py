@@ -80,7 +80,7 @@ class KafkaConsumer(Consumer):
 
     def __init__(self, kwargs: dict[str, Any], ignored: list[str] | None = None, *,
                  fetch_batches: BatchFetch | None = None, fetch_sessions: bool = False,
-                 gather_max_wait_ms: int | None = None, own_fetch_loop: bool = True):
+                 gather_max_wait_ms: int | None = None):
         self.ignored_settings = list(ignored or [])
         self.principal = kwargs.get("sasl_plain_username")
         self.read_committed = kwargs.get("isolation_level") == "read_committed"
@@ -97,7 +97,7 @@ class KafkaConsumer(Consumer):
         #: mirrorline's own fetch loop, once started with ``fetch_batches`` and ``fetch_sessions`` (its
         #: counters say how fetches and batches went); None on aiokafka's
         self.fetcher: BatchFetcher | None = None
-        self._own_fetch_loop = (own_fetch_loop and fetch_batches is not None and fetch_sessions
+        self._own_fetch_loop = (fetch_batches is not None and fetch_sessions
                                 and not kwargs.get("client_rack"))
         self._use_fetch_sessions = fetch_sessions
         self._gather_max_wait_ms = FLOWING_MAX_WAIT_MS if gather_max_wait_ms is None else gather_max_wait_ms
@@ -116,19 +116,17 @@ class KafkaConsumer(Consumer):
 
     @classmethod
     def from_settings(cls, props: Mapping[str, Any], *, fetch_batches: BatchFetch | None = None,
-                      fetch_sessions: bool = False, gather_max_wait_ms: int | None = None,
-                      own_fetch_loop: bool = True) -> KafkaConsumer:
+                      fetch_sessions: bool = False, gather_max_wait_ms: int | None = None) -> KafkaConsumer:
         """A consumer from Java-style settings; ``group.id`` is dropped and nothing is ever committed.
 
         With ``fetch_batches`` and ``fetch_sessions`` it fetches with mirrorline's own loop
-        (:mod:`.batch_fetcher`) unless ``own_fetch_loop`` is False (a consumer shared by tasks:
-        :mod:`.consumer_share` works with aiokafka's) or ``client.rack`` is set (aiokafka's loop
-        fetches from a preferred read replica, KIP-392)."""
+        (:mod:`.batch_fetcher`), shared by tasks or not, unless ``client.rack`` is set (aiokafka's
+        loop fetches from a preferred read replica, KIP-392)."""
         kwargs, ignored = client_kwargs(props, "consumer")
         kwargs.pop("group_id", None)
         kwargs["enable_auto_commit"] = False
         return cls(kwargs, ignored, fetch_batches=fetch_batches, fetch_sessions=fetch_sessions,
-                   gather_max_wait_ms=gather_max_wait_ms, own_fetch_loop=own_fetch_loop)
+                   gather_max_wait_ms=gather_max_wait_ms)
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:

@@ -26,6 +26,10 @@ for each share name and set of settings, and hands each caller a :class:`SharedC
 - Two members never read one partition: a partition assigned by a member is taken from any
   other member that held it (a task started again before its old instance had stopped; the
   old one gets no more records of it, so it copies nothing twice from here), with a warning.
+- A consumer that forwards batches fetches with mirrorline's own loop (:mod:`.batch_fetcher`):
+  each member's ``getmany`` is that loop's reader for the member's partitions, and the loop
+  fetches ahead for all of them. The rest of this list is about aiokafka's loop (the records
+  path, ``client.rack``).
 - Records are handed to the members waiting in ``getmany`` while aiokafka plans its next fetch
   (:meth:`_Share.hand_over`), so the partitions that just brought records are in that fetch.
   Until a member takes them, its positions (``fetch_position``, ``fetch_states``, ``position``)
@@ -73,7 +77,7 @@ class _Share:
                 await self.consumer.start()
                 self._started = True
                 fetcher = getattr(self.consumer._consumer, "_fetcher", None)
-                if fetcher is not None:
+                if fetcher is not None and self.consumer.fetcher is None:  # aiokafka's loop: hand over as it plans
                     plan = fetcher._get_actions_per_node
 
                     def hand_over_then_plan(assignment, plan=plan):
@@ -340,7 +344,13 @@ class SharedConsumer(Consumer):
 
     async def _fetched(self, wanted: frozenset[AioPartition], timeout: float, max_records: int | None) -> dict:
         """aiokafka's ``Fetcher.fetched_records`` for this member: the records handed over to it
-        first, then those waiting in the fetcher, else wait (up to ``timeout``) for a fetch to bring some."""
+        first, then those waiting in the fetcher, else wait (up to ``timeout``) for a fetch to bring some.
+
+        On mirrorline's own fetch loop (:mod:`.batch_fetcher`) that is its reader's, for this
+        member's partitions: it fetches ahead by itself, so nothing is handed over."""
+        own_loop = self.consumer.fetcher
+        if own_loop is not None:
+            return await own_loop.fetched_records(wanted, timeout, max_records)
         fetcher = self.consumer._consumer._fetcher
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout

@@ -34,9 +34,8 @@ class AioKafkaClients(KafkaClients):
                  fetch_sessions: bool = False, gather_max_wait_ms: int | None = None,
                  share: str | None = None) -> Consumer:
         def make() -> KafkaConsumer:
-            # a shared consumer's members read through aiokafka's fetch loop (consumer_share hooks it)
             return KafkaConsumer.from_settings(props, fetch_batches=fetch_batches, fetch_sessions=fetch_sessions,
-                                               gather_max_wait_ms=gather_max_wait_ms, own_fetch_loop=share is None)
+                                               gather_max_wait_ms=gather_max_wait_ms)
 
         if share is None:
             return make()

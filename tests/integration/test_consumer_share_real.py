@@ -1,5 +1,6 @@
 """Consumers shared under one name against a real broker: one consumer underneath, each member reads
-exactly its own partitions, and a member coming or going costs the others nothing.
+exactly its own partitions, and a member coming or going costs the others nothing. Each test runs
+on both fetch loops: aiokafka's (records) and mirrorline's own (whole batches, :mod:`batch_fetcher`).
 
 librdkafka (confluent-kafka, an independent client) writes the records; the members are made by
 ``KAFKA_CLIENTS.consumer(..., share=...)`` as a MirrorSource task makes its consumer.
@@ -10,9 +11,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from aiokafka.record.default_records import DefaultRecordBatch
 from confluent_kafka import Producer
 
 from mirrorline.api import Consumer, TopicPartition
+from mirrorline.api.clients import BatchFetch
+from mirrorline.api.kafka import FetchedBatch
+from mirrorline.clients.batch_fetcher import BatchFetcher
 from mirrorline.clients.runtime_clients import KAFKA_CLIENTS
 
 pytestmark = pytest.mark.integration
@@ -33,7 +38,9 @@ def produce(bootstrap: str, topic: str, per_partition: int, tag: str) -> dict[in
 
 
 def values_of(items) -> list[bytes]:
-    """The record values of what getmany returned."""
+    """The record values of what getmany returned (records, or whole batches on the batch path)."""
+    if items and type(items[0]) is FetchedBatch:
+        return [record.value for batch in items for record in DefaultRecordBatch(batch.data)]
     return [item.value for item in items]
 
 
@@ -47,27 +54,32 @@ async def read(consumer: Consumer, expected: int, timeout: float = 30.0) -> dict
     return got
 
 
-def member(bootstrap: str, share: str, **kwargs) -> Consumer:
+def member(bootstrap: str, share: str, batches: bool = False) -> Consumer:
+    """A member of ``share``; ``batches``: on the batch-forwarding path (mirrorline's own fetch loop)."""
     return KAFKA_CLIENTS.consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "none",
                                    "fetch.max.wait.ms": "500", "isolation.level": "read_committed"},
-                                  fetch_sessions=True, share=share, **kwargs)
+                                  fetch_sessions=True, share=share,
+                                  fetch_batches=BatchFetch(0) if batches else None)
 
 
-async def test_members_of_a_share_read_their_own_partitions_through_one_consumer(cluster_a, make_topic, unique_name):
+@pytest.mark.parametrize("batches", [False, True], ids=["records, aiokafka's fetch loop", "batches, own fetch loop"])
+async def test_members_of_a_share_read_their_own_partitions_through_one_consumer(cluster_a, make_topic, unique_name,
+                                                                                 batches):
     topic = await make_topic(cluster_a, PARTITIONS)
     first = await asyncio.to_thread(produce, cluster_a.bootstrap_servers, topic, 20, "first")
     share = unique_name("share")
     evens = [TopicPartition(topic, p) for p in range(0, PARTITIONS, 2)]
     odds = [TopicPartition(topic, p) for p in range(1, PARTITIONS, 2)]
-    a = member(cluster_a.bootstrap_servers, share)
-    b = member(cluster_a.bootstrap_servers, share)
-    other = member(cluster_a.bootstrap_servers, unique_name("another-share"))
+    a = member(cluster_a.bootstrap_servers, share, batches)
+    b = member(cluster_a.bootstrap_servers, share, batches)
+    other = member(cluster_a.bootstrap_servers, unique_name("another-share"), batches)
     # both start at once, each positioning its partitions while the other assigns (a seek_to_beginning
     # still under way when the union is assigned again must not be lost)
     await asyncio.gather(a.start(), b.start())
     await other.start()
     try:
         assert a.consumer is b.consumer and a.members == 2
+        assert isinstance(a.consumer.fetcher, BatchFetcher) is batches
         assert other.consumer is not a.consumer
         a.assign(evens)
         seek_a = asyncio.ensure_future(a.seek_to_beginning(*evens))
@@ -108,7 +120,7 @@ async def test_members_of_a_share_read_their_own_partitions_through_one_consumer
         assert (await a.getmany(timeout_ms=500)) == {}
 
         # a newcomer that assigns one of a's partitions takes it over; a gets no more of it
-        c = member(cluster_a.bootstrap_servers, share)
+        c = member(cluster_a.bootstrap_servers, share, batches)
         await c.start()
         try:
             assert c.consumer is a.consumer and a.members == 2
@@ -135,15 +147,16 @@ async def test_members_of_a_share_read_their_own_partitions_through_one_consumer
     assert len(KAFKA_CLIENTS.shared_consumers) == 0
 
 
+@pytest.mark.parametrize("batches", [False, True], ids=["records, aiokafka's fetch loop", "batches, own fetch loop"])
 async def test_the_last_members_leaving_one_right_after_the_other_stops_the_consumer(cluster_a, make_topic,
-                                                                                      unique_name):
+                                                                                      unique_name, batches):
     """One member leaving changes the assignment underneath; the last leaving right after must still
     stop the consumer (aiokafka's fetch loop swallowed the cancel of a stop that came that soon)."""
     topic = await make_topic(cluster_a, PARTITIONS)
     await asyncio.to_thread(produce, cluster_a.bootstrap_servers, topic, 20, "first")
     share = unique_name("share")
-    a = member(cluster_a.bootstrap_servers, share)
-    b = member(cluster_a.bootstrap_servers, share)
+    a = member(cluster_a.bootstrap_servers, share, batches)
+    b = member(cluster_a.bootstrap_servers, share, batches)
     await asyncio.gather(a.start(), b.start())
     a.assign([TopicPartition(topic, p) for p in range(0, PARTITIONS, 2)])
     b.assign([TopicPartition(topic, p) for p in range(1, PARTITIONS, 2)])

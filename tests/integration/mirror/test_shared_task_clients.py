@@ -17,6 +17,7 @@ from confluent_kafka import Consumer as RdConsumer
 from confluent_kafka import Producer as RdProducer
 from confluent_kafka import TopicPartition as RdPartition
 
+from mirrorline.clients.batch_fetcher import BatchFetcher
 from mirrorline.clients.runtime_clients import KAFKA_CLIENTS
 from mirrorline.runtime.producer_share import PRODUCER_SHARES
 from support.worker import Rest, all_running, running_standalone
@@ -95,6 +96,9 @@ async def test_two_tasks_share_their_clients_and_a_restart_of_one_leaves_every_p
     async with running_standalone(worker, [{"name": name, **config}]) as url, Rest(url) as rest:
         await rest.wait_for(f"/connectors/{name}/status", all_running(2))
         assert shares_of(name) == ([2], [2])  # one consumer read by both tasks, one producer written by both
+        shared = [share.consumer for key, share in KAFKA_CLIENTS.shared_consumers._shares.items()
+                  if str(key[1]).startswith(f"{name}|")]
+        assert [type(consumer.fetcher) for consumer in shared] == [BatchFetcher]  # mirrorline's own fetch loop
         assert await asyncio.to_thread(read_mirrored, cluster_b.bootstrap_servers, remote, 3000) == written(0, 3000)
 
         # a steady stream while task 1 is restarted: its partitions leave the shared consumer and come back
