@@ -40,7 +40,8 @@ What it does itself:
   raised to the reader under ``none``; a topic the principal may not read, a record too large
   for ``max.partition.fetch.bytes`` and a corrupt batch are raised to the reader, which gets the
   other partitions' records first. The topics of errors that can mean a topic was re-created are
-  noted for ``topic_change_signs`` (:mod:`.fetch_errors`).
+  noted for ``topic_change_signs`` (:mod:`.fetch_errors`), in order with the batches: held while
+  batches of the topic fetched before them wait for the reader (:mod:`.sign_order`).
 - **Nothing dies silently.** A loop that fails takes the routine with it, and the next
   ``getmany`` raises the failure.
 """
@@ -62,6 +63,7 @@ from mirrorline.clients.fetch_errors import TOPIC_CHANGE_ERRORS, FetchErrorWatch
 from mirrorline.clients.fetch_planner import track_state_changes
 from mirrorline.clients.fetch_sessions import FetchSessions
 from mirrorline.clients.fetched_batches import split_fetched
+from mirrorline.clients.sign_order import SignOrder
 
 log = logging.getLogger(__name__)
 
@@ -129,19 +131,6 @@ class _StateChanges:
         self._fetcher._state_changed(state)
 
 
-class _SignsVia:
-    """What the fetch sessions take for their error watch: their gap signs go through the fetcher's
-    :meth:`BatchFetcher._sign`, so they too keep their order with the batches."""
-
-    __slots__ = ("_fetcher",)
-
-    def __init__(self, fetcher: BatchFetcher):
-        self._fetcher = fetcher
-
-    def sign(self, topic: str, node_id: int) -> None:
-        self._fetcher._sign(topic, node_id)
-
-
 class BatchFetcher(Fetcher):
     """aiokafka's ``Fetcher`` with mirrorline's own fetch loop and reader (see the module docstring).
 
@@ -151,14 +140,10 @@ class BatchFetcher(Fetcher):
     def __init__(self, client: AIOKafkaClient, subscriptions, *, sessions: FetchSessions,
                  watch: FetchErrorWatch | None, **settings: Any):
         self._sessions = sessions
-        self._watch = watch
+        self._signs = SignOrder(watch, self._replan)
         if watch is not None:
-            sessions._watch = _SignsVia(self)  # a partition back after a gap is a sign like an error
+            sessions._watch = self._signs  # a partition back after a gap is a sign like an error
         self._ready: dict[Any, _Ready] = {}
-        #: topic -> how many of its partitions have batches waiting for the reader
-        self._ready_topics: dict[str, int] = {}
-        #: topic -> the broker of a topic-change sign held back until what was fetched before it is handed over
-        self._barriers: dict[str, int] = {}
         #: partition -> the error its fetch met, raised to the reader once
         self._errors: dict[Any, Exception] = {}
         #: partition -> until when (time.monotonic()) it sits out after a retriable error
@@ -265,9 +250,7 @@ class BatchFetcher(Fetcher):
         self._nodes.clear()
         self._resetting.clear()
         self._ready.clear()
-        self._ready_topics.clear()
-        for topic in list(self._barriers):
-            self._release(topic)
+        self._signs.forget_batches()
         self._errors.clear()
         self._held.clear()
         self._buffered = 0
@@ -394,10 +377,10 @@ class BatchFetcher(Fetcher):
             plan = dict(node.plan)
             ready, errors = self._ready, self._errors
             max_bytes = self._max_partition_fetch_bytes
-            barriers = self._barriers
+            held_signs = self._signs.held
             for topic in node.stale:
                 entries = []
-                if topic in barriers:
+                if topic in held_signs:
                     plan.pop(topic, None)
                     continue
                 for tp, p, state in node.members.get(topic, ()):
@@ -469,6 +452,7 @@ class BatchFetcher(Fetcher):
         answered = self._sessions._answered
         stale = node.stale
         read_committed = self._isolation_level == READ_COMMITTED
+        signs = self._signs
         now_ms = None
         added = False
         for topic, partitions in response.topics:
@@ -476,7 +460,7 @@ class BatchFetcher(Fetcher):
             for part in partitions:
                 p, error = part[0], part[1]
                 if error in TOPIC_CHANGE_ERRORS:
-                    self._sign(topic, node.node_id, error=True)
+                    signs.sign(topic, node.node_id, error=True)
                 offset = asked.get(p)
                 found = place.get((topic, p))
                 if offset is None or found is None:
@@ -484,7 +468,7 @@ class BatchFetcher(Fetcher):
                 tp, state = found
                 if answered is not None:
                     answered.add((topic, p))
-                if topic in self._barriers:
+                if topic in signs.held:
                     continue  # fetched again once the reader has what came before the sign
                 waiting = ready.get(tp)
                 position = state._position
@@ -568,29 +552,8 @@ class BatchFetcher(Fetcher):
             self._held[tp] = time.monotonic() + self._retry_backoff
 
     # -- topic-change signs, in order with the batches --------------------------------------------
-    def _sign(self, topic: str, node_id: int, error: bool = False) -> None:
-        """A sign that ``topic`` may have been deleted and re-created, seen at ``node_id``.
-
-        The reader must get what was fetched before the sign without it, and nothing fetched after
-        it before it: a task that sees the sign checks the topic's identity and drops the batches
-        of that poll (:mod:`mirrorline.connectors.source_mirror`). So while partitions of the topic
-        have batches waiting, the sign is held and the topic is not fetched; the reader's next call
-        lets it go (:meth:`_release`)."""
-        watch = self._watch
-        if watch is None:
-            return
-        if error:
-            watch.noted += 1
-        if self._ready_topics.get(topic) or topic in self._barriers:
-            self._barriers[topic] = node_id
-        else:
-            watch.sign(topic, node_id)
-
-    def _release(self, topic: str) -> None:
-        """Let a held sign go to the watch, and fetch ``topic`` again."""
-        node_id = self._barriers.pop(topic)
-        if self._watch is not None:
-            self._watch.sign(topic, node_id)
+    def _replan(self, topic: str) -> None:
+        """Plan ``topic`` again at every leader of its partitions (a held sign of it went out)."""
         for node in self._nodes.values():
             if topic in node.members:
                 node.stale.add(topic)
@@ -598,16 +561,12 @@ class BatchFetcher(Fetcher):
 
     def _add_ready(self, tp, entry: _Ready) -> None:
         self._ready[tp] = entry
-        self._ready_topics[tp.topic] = self._ready_topics.get(tp.topic, 0) + 1
+        self._signs.batches_waiting(tp.topic)
 
     def _pop_ready(self, tp) -> _Ready | None:
         entry = self._ready.pop(tp, None)
         if entry is not None:
-            left = self._ready_topics[tp.topic] - 1
-            if left:
-                self._ready_topics[tp.topic] = left
-            else:
-                del self._ready_topics[tp.topic]
+            self._signs.batches_taken(tp.topic)
         return entry
 
     # -- the reader -------------------------------------------------------------------------------
@@ -619,10 +578,7 @@ class BatchFetcher(Fetcher):
         """The batches fetched for ``partitions`` (all when empty), by partition, waiting up to
         ``timeout`` seconds for some; a partition's error is raised once nothing else is returned."""
         deadline = None
-        if self._barriers:
-            # what was fetched before each held sign went out with the last call: the sign goes now
-            for topic in [topic for topic in self._barriers if not self._ready_topics.get(topic)]:
-                self._release(topic)
+        self._signs.release_due()
         while True:
             if self._subscriptions.reassignment_in_progress:
                 await self._subscriptions.wait_for_assignment()

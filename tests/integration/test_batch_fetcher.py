@@ -188,7 +188,7 @@ async def test_a_deleted_topics_sign_comes_after_the_records_fetched_before_it(c
         await wait_for(lambda: fetcher._buffered > 0)
         admin = AdminClient({"bootstrap.servers": bootstrap})
         await asyncio.to_thread(admin.delete_topics([topic])[topic].result, 30)
-        await wait_for(lambda: topic in fetcher._barriers)  # a fetch was answered with the topic gone
+        await wait_for(lambda: topic in fetcher._signs.held)  # a fetch was answered with the topic gone
         first = await consumer.getmany(timeout_ms=500)
         assert values_of(first[tp]) == [f"old{i}".encode() for i in range(10)]
         assert consumer.topic_change_signs() == set()
