@@ -20,13 +20,13 @@ TASKS = 2
 RATE = 2000  # records/s over all partitions
 
 
-async def _under_load(scenario, clusters, label: str, fault, after_s: float = 10.0):
+async def _under_load(scenario, clusters, label: str, fault, after_s: float = 10.0, **mirror_overrides):
     """Mirror a topic under load, run ``fault()`` in a thread, keep loading ``after_s``, count."""
     s = scenario(label, clusters)
     topic = s.topic()
     await s.create_topic(topic, PARTITIONS)
     load = s.load(topic, PARTITIONS, RATE)
-    await s.start_mirror(TASKS)
+    await s.start_mirror(TASKS, **mirror_overrides)
     s.watch_progress(topic)
     await s.wait_copied(topic, 5 * RATE)
     unavailable = await asyncio.to_thread(fault)
@@ -51,6 +51,21 @@ async def test_source_broker_killed_for_20s(scenario, broken_clusters, fault_rep
     s, topic, load = await _under_load(
         scenario, broken_clusters, "2 source broker SIGKILL 20s",
         lambda: kill_and_restart(broken_clusters.source_cluster, down_s=20))
+    counted = await s.converge(topic, load.acknowledged(), timeout=180, unconfirmed=load.unconfirmed())
+    await s.finish(counted, fault_report, expected_lost=0, dup_bound=None, tasks=TASKS)
+
+
+async def test_source_broker_killed_for_20s_under_tasks_sharing_their_clients(scenario, broken_clusters,
+                                                                              fault_report):
+    """The same with the setting for latency (operations.md): the two tasks share one consumer and one
+    producer, and fetches gather for 5 ms. The shared consumer's one fetch loop must find the
+    restarted leader for both tasks' partitions."""
+    s, topic, load = await _under_load(
+        scenario, broken_clusters, "4 source broker SIGKILL 20s, tasks.share.clients",
+        lambda: kill_and_restart(broken_clusters.source_cluster, down_s=20),
+        **{"tasks.share.clients": "true", "replication.fetch.gather.ms": "5"})
+    logs = "".join(worker.log.read_text(errors="replace") for worker in s.workers.workers if worker.log.exists())
+    assert "is shared: 2 readers in this process" in logs, "the two tasks did not share their consumer"
     counted = await s.converge(topic, load.acknowledged(), timeout=180, unconfirmed=load.unconfirmed())
     await s.finish(counted, fault_report, expected_lost=0, dup_bound=None, tasks=TASKS)
 
