@@ -23,6 +23,7 @@ from confluent_kafka.admin import AdminClient
 
 from mirrorline.api import TopicPartition
 from mirrorline.clients.consumer import KafkaConsumer
+from mirrorline.clients.runtime_clients import KAFKA_CLIENTS
 from mirrorline.connectors.source_mirror.task import MirrorSourceTask
 from support.kafka import produce, read_all
 from support.worker import Rest, all_running, metric_value, running_standalone
@@ -83,7 +84,7 @@ class PollGate:
 
 
 async def _mirror_one_partition(cluster_a, cluster_b, make_topic, flow_config, tmp_path, unique_name, caplog,
-                                monkeypatch, recreate: bool) -> None:
+                                monkeypatch, recreate: bool, shared: bool = False) -> None:
     caplog.set_level(logging.INFO)
     gate = PollGate(monkeypatch)
     topic = await make_topic(cluster_a, partitions=1)
@@ -92,9 +93,12 @@ async def _mirror_one_partition(cluster_a, cluster_b, make_topic, flow_config, t
     worker = {"bootstrap.servers": cluster_b.bootstrap_servers,
               "offset.storage.file.filename": str(tmp_path / "offsets.json")}
     name = unique_name("mirror")
-    config = flow_config(topics=topic, tasks_max=1, refresh_topics_interval_seconds=3600)
+    config = flow_config(topics=topic, tasks_max=1, refresh_topics_interval_seconds=3600,
+                         **({"tasks.share.clients": "true"} if shared else {}))
     async with running_standalone(worker, [{"name": name, **config}]) as url, Rest(url) as rest:
         await rest.wait_for(f"/connectors/{name}/status", all_running(1))
+        shares = [key for key in KAFKA_CLIENTS.shared_consumers._shares if str(key[1]).startswith(f"{name}|")]
+        assert len(shares) == (1 if shared else 0)  # the task reads through a shared consumer, or its own
         await read_all(cluster_b.bootstrap_servers, remote, expect=50, timeout=60)
 
         await gate.close()
@@ -132,10 +136,13 @@ async def _mirror_one_partition(cluster_a, cluster_b, make_topic, flow_config, t
         assert status["tasks"][0]["state"] == "RUNNING", status
 
 
+@pytest.mark.parametrize("shared", [False, True], ids=["own consumer", "shared consumer"])
 async def test_recreated_topic_grown_past_the_old_position_is_mirrored_from_its_start(
-        cluster_a, cluster_b, make_topic, flow_config, tmp_path, unique_name, caplog, monkeypatch):
+        cluster_a, cluster_b, make_topic, flow_config, tmp_path, unique_name, caplog, monkeypatch, shared):
+    """The task's consumer holds the old topic's last records when it is re-created; with
+    ``tasks.share.clients`` the sign reaches the task through the shared consumer."""
     await _mirror_one_partition(cluster_a, cluster_b, make_topic, flow_config, tmp_path, unique_name, caplog,
-                                monkeypatch, recreate=True)
+                                monkeypatch, recreate=True, shared=shared)
 
 
 async def test_held_polls_on_an_unchanged_topic_reset_nothing(cluster_a, cluster_b, make_topic, flow_config,
