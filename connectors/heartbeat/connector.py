@@ -78,9 +78,9 @@ class MirrorHeartbeatConnector(SourceConnector):
         target_admin = admin_client(self.context.clients, originals, "target", f"{flow}|heartbeats-target-admin")
         try:
             await connect_admin(target_admin, originals, "target")
-            response = await asyncio.wait_for(target_admin.create_topics(
-                [NewTopic(topic, 1, config[REPLICATION_FACTOR], {"cleanup.policy": "compact"})]),
-                config["admin.timeout.ms"] / 1000)
+            async with asyncio.timeout(config["admin.timeout.ms"] / 1000):
+                response = await target_admin.create_topics(
+                    [NewTopic(topic, 1, config[REPLICATION_FACTOR], {"cleanup.policy": "compact"})])
         finally:
             await target_admin.close()
         for name, error in response.items():

@@ -143,7 +143,8 @@ class BackfillJob(Job):
         admin = admin_client(clients, originals, "source", f"{source_alias}->{target_alias}|backfill-plan")
         try:
             try:
-                await asyncio.wait_for(connect_admin(admin, originals, "source"), CONNECT_TIMEOUT_S)
+                async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                    await connect_admin(admin, originals, "source")
             except Exception as exc:  # one line naming the cluster
                 raise ConnectError(f"cannot reach cluster {source_alias} (source of {source_alias}->{target_alias}): "
                                    f"{exc or exc.__class__.__name__}") from None
@@ -205,8 +206,10 @@ class _Backfill:
             for side, alias, admin, consumer in (("source", self.source_alias, self.source_admin, self.source),
                                                  ("target", self.target_alias, self.target_admin, self.target)):
                 try:
-                    await asyncio.wait_for(connect_admin(admin, self.originals, side), CONNECT_TIMEOUT_S)
-                    await asyncio.wait_for(consumer.start(), CONNECT_TIMEOUT_S)
+                    async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                        await connect_admin(admin, self.originals, side)
+                    async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                        await consumer.start()
                 except ConnectError:
                     raise
                 except Exception as exc:  # unreachable, refused login, timeout: one line naming the cluster
@@ -401,7 +404,8 @@ class _Backfill:
                 except Exception as exc:  # the display only; the copy reports its own errors
                     self.log.debug("progress: %s", exc)
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(stop.wait(), PROGRESS_EVERY_S)
+                    async with asyncio.timeout(PROGRESS_EVERY_S):
+                        await stop.wait()
 
         watcher = asyncio.create_task(watch(), name="backfill-progress")
         writing = asyncio.ensure_future(asyncio.to_thread(context.write_kafka, frame, "target", targets,

@@ -101,8 +101,10 @@ async def refuse_same_cluster_flows(flows: list[Flow], clients: KafkaClients) ->
                 raise ConfigError(f"cluster {alias}: {exc}") from None
             try:
                 with clients.quiet_logs():  # the workers report an unreachable cluster; no need to twice
-                    await asyncio.wait_for(connect_admin(admin, config, side), CLUSTER_ID_TIMEOUT_S)
-                    ids[alias] = await asyncio.wait_for(cluster_id(admin), CLUSTER_ID_TIMEOUT_S)
+                    async with asyncio.timeout(CLUSTER_ID_TIMEOUT_S):
+                        await connect_admin(admin, config, side)
+                    async with asyncio.timeout(CLUSTER_ID_TIMEOUT_S):
+                        ids[alias] = await cluster_id(admin)
             except (OSError, asyncio.TimeoutError) as exc:
                 # a refused login or an untrusted certificate will not pass by waiting: stop before
                 # any worker writes anything; a cluster that is down is left to the workers

@@ -101,8 +101,10 @@ class FlowEnds:
         consumer = consumer_for(self.clients, originals, side, f"mirrorline-failover-{alias}",
                                 {"auto.offset.reset": "earliest", "fetch.max.wait.ms": 10})
         try:
-            await asyncio.wait_for(connect_admin(admin, originals, side), CONNECT_TIMEOUT_S)
-            await asyncio.wait_for(consumer.start(), CONNECT_TIMEOUT_S)
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                await connect_admin(admin, originals, side)
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                await consumer.start()
         except BaseException as exc:
             await admin.close()
             await consumer.stop()

@@ -161,7 +161,8 @@ class ChildProcesses:
                 with contextlib.suppress(ProcessLookupError):
                     proc.send_signal(signal.SIGTERM)
         try:
-            await asyncio.wait_for(asyncio.gather(*(p.wait() for p in self._procs.values())), timeout)
+            async with asyncio.timeout(timeout):
+                await asyncio.gather(*(p.wait() for p in self._procs.values()))
         except asyncio.TimeoutError:
             for number, proc in self._procs.items():
                 if proc.returncode is None:

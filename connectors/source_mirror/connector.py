@@ -217,7 +217,8 @@ class MirrorSourceConnector(SourceConnector):
             await asyncio.sleep(interval_s)
         while True:
             try:
-                await asyncio.wait_for(action(), self.config["admin.timeout.ms"] / 1000)
+                async with asyncio.timeout(self.config["admin.timeout.ms"] / 1000):
+                    await action()
             except asyncio.CancelledError:
                 raise
             except TimeoutError:  # its str() is empty: say what timed out

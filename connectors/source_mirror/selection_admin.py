@@ -85,7 +85,8 @@ class MirrorTarget:
 async def _bounded(target: MirrorTarget, what: str, work: Awaitable[T]) -> T:
     """``work`` within :data:`STORE_TIMEOUT_S`; a failure becomes one MirroringUnavailableError naming the cluster."""
     try:
-        return await asyncio.wait_for(work, STORE_TIMEOUT_S)
+        async with asyncio.timeout(STORE_TIMEOUT_S):
+            return await work
     except ConnectError as exc:
         if exc.http_status >= 500:
             detail = str(exc) or type(exc).__name__

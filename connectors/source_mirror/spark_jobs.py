@@ -127,7 +127,8 @@ class HistoryHandoff:
         candidates = {t: n for t, n in new.items() if not any((t, p) in held for p in range(n))}
         submitted: list[str] = []
         if candidates:
-            histories = await asyncio.wait_for(self._histories(candidates), MEASURE_TIMEOUT_S)
+            async with asyncio.timeout(MEASURE_TIMEOUT_S):
+                histories = await self._histories(candidates)
             for topic, (records, partitions) in sorted(histories.items()):
                 if records < self.min_records:
                     continue

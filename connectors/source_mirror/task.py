@@ -265,7 +265,8 @@ class MirrorSourceTask(SourceTask):
         if not self._topics:
             return
         try:
-            ids = await asyncio.wait_for(self.consumer.topic_ids(self._topics), topic_id_timeout(len(self._topics)))
+            async with asyncio.timeout(topic_id_timeout(len(self._topics))):
+                ids = await self.consumer.topic_ids(self._topics)
         except (KafkaError, asyncio.TimeoutError) as exc:
             log.info("Task %s: could not read the topic IDs of its topics (%r); they are learnt at the next check",
                      self.context.task_id, exc)
@@ -296,7 +297,8 @@ class MirrorSourceTask(SourceTask):
             return  # with "none", the consumer raises NoOffsetForPartitionError at the first poll, as Kafka's does
         seek = self.consumer.seek_to_end if self.user_offset_reset == "latest" else self.consumer.seek_to_beginning
         try:
-            await asyncio.wait_for(seek(*partitions), RESET_WAIT_S)
+            async with asyncio.timeout(RESET_WAIT_S):
+                await seek(*partitions)
         except asyncio.TimeoutError:
             log.info("Task %s: start positions of %s not known yet (topic missing?); they are resolved "
                      "in the background", self.context.task_id, partitions)
@@ -311,8 +313,9 @@ class MirrorSourceTask(SourceTask):
             return
         tps = list(positions)
         try:
-            starts, ends = await asyncio.wait_for(asyncio.gather(
-                self.consumer.beginning_offsets(tps), self.consumer.end_offsets(tps)), LOG_BOUNDS_TIMEOUT_S)
+            async with asyncio.timeout(LOG_BOUNDS_TIMEOUT_S):
+                starts, ends = await asyncio.gather(
+                    self.consumer.beginning_offsets(tps), self.consumer.end_offsets(tps))
         except (KafkaError, asyncio.TimeoutError) as exc:
             log.info("Task %s: could not read the log start/end offsets of %s (%r); checking again at the "
                      "next fetch", self.context.task_id, tps, exc)
@@ -528,7 +531,8 @@ class MirrorSourceTask(SourceTask):
         if not topics:
             return set()
         try:
-            ids = await asyncio.wait_for(self.consumer.topic_ids(topics), topic_id_timeout(len(topics)))
+            async with asyncio.timeout(topic_id_timeout(len(topics))):
+                ids = await self.consumer.topic_ids(topics)
         except (KafkaError, asyncio.TimeoutError) as exc:
             log.info("Task %s: could not read the topic IDs of %s (%r); checking again", self.context.task_id,
                      sorted(topics), exc)
@@ -598,8 +602,9 @@ class MirrorSourceTask(SourceTask):
         old_id = self._identities.known.get(topic)
         if moved:
             try:
-                starts, ends = await asyncio.wait_for(asyncio.gather(
-                    self.consumer.beginning_offsets(moved), self.consumer.end_offsets(moved)), LOG_BOUNDS_TIMEOUT_S)
+                async with asyncio.timeout(LOG_BOUNDS_TIMEOUT_S):
+                    starts, ends = await asyncio.gather(
+                        self.consumer.beginning_offsets(moved), self.consumer.end_offsets(moved))
             except (KafkaError, asyncio.TimeoutError) as exc:
                 log.info("Task %s: source topic %s was re-created but the log bounds of %s could not be read (%r); "
                          "trying again", self.context.task_id, topic, moved, exc)
@@ -648,7 +653,8 @@ class MirrorSourceTask(SourceTask):
         for tp, offset in found.items():
             if offset is None and tp in assigned:
                 try:
-                    found[tp] = await asyncio.wait_for(self.consumer.position(tp), POSITION_WAIT_S)
+                    async with asyncio.timeout(POSITION_WAIT_S):
+                        found[tp] = await self.consumer.position(tp)
                 except (KafkaError, asyncio.TimeoutError):
                     pass
         return found
@@ -706,7 +712,8 @@ class MirrorSourceTask(SourceTask):
         """
         writer = self.sync_writer
         try:
-            await asyncio.wait_for(writer.close(), SYNC_FLUSH_TIMEOUT_S)
+            async with asyncio.timeout(SYNC_FLUSH_TIMEOUT_S):
+                await writer.close()
         except Exception as exc:  # a timeout or a broker error: say what is lost, stop anyway
             log.warning("Task %s: %d offset sync(s) not written on stop (%r): groups on those partitions are "
                         "translated with MM2's rule until the next task's syncs", self.context.task_id,

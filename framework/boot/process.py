@@ -125,8 +125,11 @@ async def kafka_cluster_id(worker_config: Config, timeout_s: float = 30.0) -> st
     admin = KafkaAdmin.from_settings({"bootstrap.servers": bootstrap, **worker_config.with_prefix("admin."),
                                       "request.timeout.ms": int(timeout_s * 1000)})
     try:
-        await asyncio.wait_for(admin.start(), timeout_s)
-        return (await asyncio.wait_for(admin.describe_cluster(), timeout_s)).cluster_id
+        async with asyncio.timeout(timeout_s):
+            await admin.start()
+        async with asyncio.timeout(timeout_s):
+            description = await admin.describe_cluster()
+        return description.cluster_id
     except (asyncio.TimeoutError, OSError, Exception) as exc:
         detail = str(exc) or "timed out"
         if not detail.startswith(exc.__class__.__name__):  # some client errors name their class already

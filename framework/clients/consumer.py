@@ -186,7 +186,8 @@ class KafkaConsumer(Consumer):
         heartbeat and the fetches retrying, and the connections open, until the process ends.
         Leaving the group is not waited for beyond ``timeout``."""
         try:
-            await asyncio.wait_for(self.stop(), max(timeout, 0))
+            async with asyncio.timeout(max(timeout, 0)):
+                await self.stop()
         except Exception:  # noqa: BLE001 - a timeout or the stop's own error: what it did not get to is closed below
             pass
         coordinator = getattr(self._consumer, "_coordinator", None)

@@ -392,10 +392,10 @@ async def fence_producers(admin: AIOKafkaAdminClient, transactional_ids: Iterabl
                 raise TimeoutError(f"fencing transactional id {transactional_id!r} did not complete within "
                                    f"{timeout_ms} ms (is the transaction coordinator available?)")
             try:
-                node = await asyncio.wait_for(admin._client.coordinator_lookup(
-                    CoordinationType.TRANSACTION, transactional_id), max(deadline - loop.time(), 0.001))
-                response = await asyncio.wait_for(admin._client.send(node, InitProducerIdRequest(
-                    transactional_id, timeout_ms)), max(deadline - loop.time(), 0.001))
+                async with asyncio.timeout(max(deadline - loop.time(), 0.001)):
+                    node = await admin._client.coordinator_lookup(CoordinationType.TRANSACTION, transactional_id)
+                async with asyncio.timeout(max(deadline - loop.time(), 0.001)):
+                    response = await admin._client.send(node, InitProducerIdRequest(transactional_id, timeout_ms))
             except TransactionalIdAuthorizationFailed:
                 raise FencingError(_authorization_message(transactional_id, "FindCoordinator")) from None
             except (KafkaError, asyncio.TimeoutError) as exc:

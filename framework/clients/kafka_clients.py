@@ -470,8 +470,9 @@ async def security_problem(props: Mapping[str, Any], timeout_s: float = 10.0) ->
         if not host or not port.isdigit():
             continue
         try:
-            conn = await asyncio.wait_for(create_conn(host.strip("[]"), int(port), request_timeout_ms=int(
-                timeout_s * 1000), **security), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                conn = await create_conn(host.strip("[]"), int(port), request_timeout_ms=int(timeout_s * 1000),
+                                         **security)
         except ssl.SSLCertVerificationError as exc:
             return (f"TLS: the certificate of {server.strip()} is not trusted ({exc.verify_message}); check "
                     "ssl.truststore.* (the CA that signed the brokers' certificates) and, for a host name "

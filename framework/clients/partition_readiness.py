@@ -141,7 +141,8 @@ class ReadinessProbe:
                 return
             self._wake.clear()
             try:
-                await asyncio.wait_for(self._wake.wait(), wait_s)
+                async with asyncio.timeout(wait_s):
+                    await self._wake.wait()
             except TimeoutError:
                 return
 

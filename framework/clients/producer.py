@@ -346,7 +346,8 @@ class RecordProducer(AIOKafkaProducer):
         for topic in unknown:
             self.client.add_topic(topic)  # one refresh is scheduled for all of them
         try:
-            await asyncio.wait_for(self.client.force_metadata_update(), self.max_block_ms / 1000)
+            async with asyncio.timeout(self.max_block_ms / 1000):
+                await self.client.force_metadata_update()
         except asyncio.TimeoutError:
             pass  # each send then waits for its own topic, bounded by max.block.ms
 
@@ -365,7 +366,8 @@ class RecordProducer(AIOKafkaProducer):
         while True:
             try:
                 # force_metadata_update() is shielded: timing out here leaves the refresh running.
-                await asyncio.wait_for(self.client.force_metadata_update(), max(deadline - loop.time(), 0))
+                async with asyncio.timeout(max(deadline - loop.time(), 0)):
+                    await self.client.force_metadata_update()
             except asyncio.TimeoutError:
                 pass
             if self._known(topic, partition):

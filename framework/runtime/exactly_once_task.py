@@ -462,7 +462,8 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
             offset_futures.append(await self._retrying_offset_send(key, value))
         # close the batches still lingering (linger.ms) and wait for every record and offset of the transaction
         try:  # bounded as every write is (delivery.timeout.ms): the client retries an idempotent batch forever
-            await asyncio.wait_for(asyncio.shield(producer.flush_for_commit()), self._delivery_timeout_s)
+            async with asyncio.timeout(self._delivery_timeout_s):
+                await asyncio.shield(producer.flush_for_commit())
         except asyncio.TimeoutError:
             await self._abort_quietly(5.0)
             raise RecordWriteError(

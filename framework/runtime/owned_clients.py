@@ -81,16 +81,17 @@ class OwnedClients(KafkaClients):
         return [type(client).__name__ for client in left]
 
     async def _stop(self, clients: list[Any], writes_wait_s: float, timeout_s: float) -> None:
-        results = await asyncio.gather(*(asyncio.wait_for(_stop_client(client, writes_wait_s), timeout_s)
-                                         for client in clients), return_exceptions=True)
+        results = await asyncio.gather(*(_stop_client(client, writes_wait_s, timeout_s) for client in clients),
+                                       return_exceptions=True)
         for client, result in zip(clients, results):
             if isinstance(result, Exception):
                 log.warning("%s: a %s it opened did not close: %r", self._owner, type(client).__name__, result)
 
 
-async def _stop_client(client: Any, writes_wait_s: float) -> None:
-    stop_within = getattr(client, "stop_within", None)
-    if stop_within is not None:
-        await stop_within(writes_wait_s)
-    else:
-        await client.stop()
+async def _stop_client(client: Any, writes_wait_s: float, timeout_s: float) -> None:
+    async with asyncio.timeout(timeout_s):
+        stop_within = getattr(client, "stop_within", None)
+        if stop_within is not None:
+            await stop_within(writes_wait_s)
+        else:
+            await client.stop()

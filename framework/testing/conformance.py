@@ -118,11 +118,14 @@ class ConnectorConformance:
         connector = self.connector_class()
         context = FakeConnectorContext("conformance")
         connector.initialize(context)
-        await asyncio.wait_for(connector.start(self._parsed(self.start_config)), CALL_TIMEOUT_S)
+        async with asyncio.timeout(CALL_TIMEOUT_S):
+            await connector.start(self._parsed(self.start_config))
         try:
-            configs = await asyncio.wait_for(connector.task_configs(1), CALL_TIMEOUT_S)
+            async with asyncio.timeout(CALL_TIMEOUT_S):
+                configs = await connector.task_configs(1)
         finally:
-            await asyncio.wait_for(connector.stop(), CALL_TIMEOUT_S)
+            async with asyncio.timeout(CALL_TIMEOUT_S):
+                await connector.stop()
             await context.close()
         assert configs, "task_configs(1) gave no task config to start a task with"
         return configs[0]
@@ -133,18 +136,22 @@ class ConnectorConformance:
         connector = self.connector_class()
         context = FakeConnectorContext("conformance")
         connector.initialize(context)
-        await asyncio.wait_for(connector.start(self._parsed(self.start_config)), CALL_TIMEOUT_S)
+        async with asyncio.timeout(CALL_TIMEOUT_S):
+            await connector.start(self._parsed(self.start_config))
         try:
             for max_tasks in self.max_tasks_values:
-                configs = await asyncio.wait_for(connector.task_configs(max_tasks), CALL_TIMEOUT_S)
+                async with asyncio.timeout(CALL_TIMEOUT_S):
+                    configs = await connector.task_configs(max_tasks)
                 assert isinstance(configs, list) and len(configs) <= max_tasks, \
                     f"task_configs({max_tasks}) returned {len(configs)} configs"
                 for config in configs:
                     assert all(isinstance(k, str) and isinstance(v, str) for k, v in config.items()), \
                         f"task configs must map strings to strings: {config!r}"
         finally:
-            await asyncio.wait_for(connector.stop(), CALL_TIMEOUT_S)
-        await asyncio.wait_for(connector.stop(), CALL_TIMEOUT_S)  # a second stop is harmless
+            async with asyncio.timeout(CALL_TIMEOUT_S):
+                await connector.stop()
+        async with asyncio.timeout(CALL_TIMEOUT_S):
+            await connector.stop()  # a second stop is harmless
         await context.close()
         context.raise_errors()
 
@@ -158,15 +165,19 @@ class ConnectorConformance:
         context = FakeSinkTaskContext(task_id) if sink else FakeSourceTaskContext(task_id)
         task.initialize(context)
         assert isinstance(task.version(), str)
-        await asyncio.wait_for(task.start(dict(task_config)), CALL_TIMEOUT_S)
+        async with asyncio.timeout(CALL_TIMEOUT_S):
+            await task.start(dict(task_config))
         try:
             if sink:
-                await asyncio.wait_for(task.put([]), CALL_TIMEOUT_S)
+                async with asyncio.timeout(CALL_TIMEOUT_S):
+                    await task.put([])
             else:
-                records = await asyncio.wait_for(task.poll(), CALL_TIMEOUT_S)
+                async with asyncio.timeout(CALL_TIMEOUT_S):
+                    records = await task.poll()
                 assert records is None or all(isinstance(r, SourceRecord) for r in records)
         finally:
-            await asyncio.wait_for(task.stop(), CALL_TIMEOUT_S)
+            async with asyncio.timeout(CALL_TIMEOUT_S):
+                await task.stop()
         await context.close()
         context.raise_errors()
 

@@ -260,11 +260,13 @@ async def run_source_task(task: SourceTask | type[SourceTask], config: Mapping[s
     task.initialize(context)
     polled: list[SourceRecord] = []
     polls = 0
-    await asyncio.wait_for(task.start(dict(config)), timeout_s)
+    async with asyncio.timeout(timeout_s):
+        await task.start(dict(config))
     try:
         deadline = time.monotonic() + timeout_s
         while len(polled) < records and polls < max_polls and time.monotonic() < deadline:
-            batch = await asyncio.wait_for(task.poll(), timeout_s) or []
+            async with asyncio.timeout(timeout_s):
+                batch = await task.poll() or []
             polls += 1
             for offset, record in enumerate(batch, start=len(polled)):
                 metadata = RecordMetadata(record.topic, record.partition or 0, offset, record.timestamp or 0)
@@ -277,7 +279,8 @@ async def run_source_task(task: SourceTask | type[SourceTask], config: Mapping[s
             context.raise_errors()
         await task.commit()
     finally:
-        await asyncio.wait_for(task.stop(), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            await task.stop()
         await context.close()
     context.raise_errors()
     return SourceRun(polled, context, polls)
@@ -325,24 +328,30 @@ async def run_sink_task(task: Any, config: Mapping[str, str], batches: Iterable[
     batches = [list(batch) for batch in batches]
     partitions = sorted({TopicPartition(r.topic, r.partition) for batch in batches for r in batch})
     task.initialize(context)
-    await asyncio.wait_for(task.start(dict(config)), timeout_s)
+    async with asyncio.timeout(timeout_s):
+        await task.start(dict(config))
     run = SinkRun(context=context)
     try:
         context.assigned.update(partitions)
-        await asyncio.wait_for(task.open(partitions), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            await task.open(partitions)
         positions: dict[Any, int] = {}
         for batch in batches:
-            await asyncio.wait_for(task.put(batch), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await task.put(batch)
             for record in batch:
                 tp = TopicPartition(record.topic, record.partition)
                 positions[tp] = max(positions.get(tp, 0), record.offset + 1)
             context.raise_errors()
-        committed = await asyncio.wait_for(task.pre_commit(dict(positions)), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            committed = await task.pre_commit(dict(positions))
         run.committed = dict(committed or {})
-        await asyncio.wait_for(task.close(partitions), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            await task.close(partitions)
         context.assigned.difference_update(partitions)
     finally:
-        await asyncio.wait_for(task.stop(), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            await task.stop()
         await context.close()
     context.raise_errors()
     return run

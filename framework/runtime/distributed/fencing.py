@@ -115,7 +115,8 @@ class ZombieFencing:
         if task is None:
             return
         try:
-            await asyncio.wait_for(asyncio.shield(task), timeout)
+            async with asyncio.timeout(timeout):
+                await asyncio.shield(task)
         except asyncio.TimeoutError:
             raise ConnectError(f"Zombie fencing of connector {connector} did not complete within {timeout:g}s"
                                + (f": {self.errors[connector]}" if connector in self.errors else "")) from None
@@ -209,7 +210,8 @@ class ZombieFencing:
                 announced = True
             changed = self._changed
             try:
-                await asyncio.wait_for(changed.wait(), min(remaining, 1.0))
+                async with asyncio.timeout(min(remaining, 1.0)):
+                    await changed.wait()
             except asyncio.TimeoutError:
                 pass
 

@@ -182,8 +182,8 @@ class DistributedHerder(AbstractHerder, MembershipListener):
         if self._events_running:  # else its start was interrupted before anything could run here
             await self._end_change_under_way()
             try:
-                await asyncio.wait_for(self._submit(self._stop_everything),
-                                       self.worker_config["rebalance.timeout.ms"] / 1000)
+                async with asyncio.timeout(self.worker_config["rebalance.timeout.ms"] / 1000):
+                    await self._submit(self._stop_everything)
             except Exception as exc:  # noqa: BLE001 - keep shutting down
                 log.error("Stopping the work of worker %s failed: %r", self.worker_id, exc)
         await self.member.stop()

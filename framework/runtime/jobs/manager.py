@@ -309,7 +309,8 @@ class JobManager:
                 await self._put_status(name, status)
             execution.wakeup.clear()
             try:
-                await asyncio.wait_for(execution.wakeup.wait(), RELEASE_CHECK_S)
+                async with asyncio.timeout(RELEASE_CHECK_S):
+                    await execution.wakeup.wait()
             except asyncio.TimeoutError:
                 pass
         connectors = self.herder.config_store.connectors()

@@ -173,7 +173,8 @@ class JobProcess:
         with contextlib.suppress(ProcessLookupError):
             process.terminate()
         try:
-            await asyncio.wait_for(process.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await process.wait()
         except asyncio.TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
