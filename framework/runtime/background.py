@@ -40,6 +40,24 @@ async def without_stray_cancellation(awaitable: Awaitable[T], what: str) -> T:
         raise StrayCancellation(f"{what} ended with a CancelledError that nobody requested") from None
 
 
+def where_awaiting(task: asyncio.Task) -> str:
+    """The chain of awaits ``task`` is suspended in, outermost first (``function (file:line) > ...``),
+    ending with what it waits on: says where a task that ignores its cancellation is stuck."""
+    steps: list[str] = []
+    awaited: Any = task.get_coro()
+    while awaited is not None and len(steps) < 40:
+        frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None) \
+            or getattr(awaited, "ag_frame", None)
+        if frame is None:
+            steps.append("a future" if type(awaited).__name__.endswith("FutureIter") else repr(awaited)[:200])
+            break
+        code = frame.f_code
+        steps.append(f"{code.co_name} ({code.co_filename.rsplit('/', 2)[-1]}:{frame.f_lineno})")
+        awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None) \
+            or getattr(awaited, "ag_await", None)
+    return " > ".join(steps) or "nothing (it has not started)"
+
+
 class BackgroundTasks:
     """Starts named asyncio tasks, logs the ones that crash, and cancels and awaits them all on close."""
 
@@ -72,12 +90,28 @@ class BackgroundTasks:
             if task is not current:
                 task.cancel()
 
-    async def close(self, timeout: float = 10.0) -> None:
-        """Cancel every task and wait (up to ``timeout``) for them to finish."""
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            _, pending = await asyncio.wait(tasks, timeout=timeout)
+    async def close(self, timeout: float = 10.0, recancel_s: float | None = None) -> None:
+        """Cancel every task and wait (up to ``timeout``) for them to finish.
+
+        With ``recancel_s``, a task still running that long after its cancellation is cancelled
+        again, and so on until ``timeout``: one that swallowed its cancellation (on Python 3.11,
+        ``asyncio.wait_for`` does when what it waits for completes in the same loop iteration as
+        the cancel; plugin code may catch it) still stops. Only for tasks whose clean-up on
+        cancellation is short: a second cancel interrupts it."""
+        pending = set(self._tasks)
+        if not pending:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while pending:
             for task in pending:
-                log.warning("Background task %s did not stop within %.0fs", task.get_name(), timeout)
+                task.cancel()
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            _, pending = await asyncio.wait(pending, timeout=left if recancel_s is None else min(left, recancel_s))
+            if recancel_s is None:
+                break
+        for task in pending:
+            log.warning("Background task %s did not stop within %.0fs; it is waiting in %s. Please report "
+                        "it with this line", task.get_name(), timeout, where_awaiting(task))

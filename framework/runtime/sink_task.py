@@ -164,7 +164,7 @@ class WorkerSinkTask(TaskRunner):
 
     async def stop(self, timeout: float = 10.0) -> None:
         """Stop the loop, commit what was put (after ``pre_commit``), close partitions, stop task and consumer."""
-        await self._background.close(timeout)
+        await self._stop_loops(timeout)
         if self._consumer is not None and self._started:
             async with self._lock:
                 revoked, self._assigned = set(self._assigned), set()

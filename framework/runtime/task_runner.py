@@ -46,6 +46,8 @@ RETRY_BACKOFF_S = 1.0
 RETRY_BACKOFF_MAX_S = 10.0
 #: How long each client an abandoned task leaves open may take to close (its producer gives up at once)
 CLOSE_NOW_TIMEOUT_S = 5.0
+#: A loop that ignored its cancellation at stop is cancelled again this often (see :meth:`TaskRunner._stop_loops`)
+LOOP_RECANCEL_S = 1.0
 #: The status warning keys the runtime itself reports.
 RETRYING = "retrying"
 STALLED = "stalled"
@@ -107,6 +109,8 @@ class TaskRunner(ABC):
         #: Conditions shown in the task's status (key -> message), reported by the runtime and the task.
         self.warnings: dict[str, str] = {}
         self.failed = False
+        #: set when the stop begins: from then on nothing new is handed on and no failure is reported
+        self.stopping = False
         self._labels = (task_id.connector, str(task_id.task))
         # Series exist from the start at 0: Prometheus' increase() sees a counter's first step, and the
         # dashboard's panels and the alert rules read 0, not "No data", on a healthy task.
@@ -126,9 +130,22 @@ class TaskRunner(ABC):
                 log.debug("Task %s: its %s loop raised", self.id, name, exc_info=True)
             self._fail(exc)
 
+    async def _stop_loops(self, timeout: float) -> None:
+        """The first step of every stop: mark the task stopping, then cancel its loops and wait for them,
+        cancelling again every :data:`LOOP_RECANCEL_S` one that ignored it (Python 3.11's
+        ``asyncio.wait_for`` can swallow a cancel; so can plugin code)."""
+        self.stopping = True
+        await self._background.close(timeout, recancel_s=LOOP_RECANCEL_S)
+
     def _fail(self, exc: BaseException) -> None:
-        """Stop every loop (but the caller's) and report the failure, once."""
+        """Stop every loop (but the caller's) and report the failure, once; after the stop began, only log
+        it: the task is going away, and a failure report would have the supervisor start it again."""
         if self.failed:
+            return
+        if self.stopping:
+            self._background.cancel_all(except_current=True)
+            log.warning("Task %s: %r after its stop began; not reported as a failure (it restarts, if it does, "
+                        "from its last stored offsets)", self.id, exc)
             return
         self.failed = True
         self._on_failing()

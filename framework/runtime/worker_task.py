@@ -96,6 +96,11 @@ class RecordWriteError(ConnectError):
     """The target refused a record for good (too large, not authorised...): the task fails."""
 
 
+class StoppingError(ConnectError):
+    """A record reached the producer after the task's stop began (a loop that ignored its
+    cancellation): it is not written, so nothing lands past the offsets the stop stores."""
+
+
 def handed_on(records: list | None):
     """The items of a poll's ``records`` in order, each let go of by the list as it is yielded.
 
@@ -221,7 +226,7 @@ class WorkerSourceTask(TaskRunner):
 
     async def stop(self, timeout: float = 10.0) -> None:
         """Stop polling, write out what is in flight, store offsets, then stop the task and producer."""
-        await self._background.close(timeout)
+        await self._stop_loops(timeout)
         await self._shutdown(timeout)
         self._clear_metrics()
 
@@ -231,7 +236,8 @@ class WorkerSourceTask(TaskRunner):
             # the flush and the offsets share one budget, as in Connect (offset.flush.timeout.ms)
             deadline = asyncio.get_running_loop().time() + timeout
             try:
-                await asyncio.wait_for(self._producer.flush(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._producer.flush()
             except Exception as exc:  # a broker down at shutdown: keep the offsets we have
                 flushed = False
                 log.warning("Task %s could not flush its producer on stop (%r); records after the last "
@@ -355,7 +361,8 @@ class WorkerSourceTask(TaskRunner):
         requested = self._flush_requested
         while True:
             try:
-                await asyncio.wait_for(requested.wait(), self._flush_interval_s)
+                async with asyncio.timeout(self._flush_interval_s):
+                    await requested.wait()
             except TimeoutError:
                 asked = False
             else:
@@ -468,6 +475,7 @@ class WorkerSourceTask(TaskRunner):
 
         ``original`` is the record as ``poll`` returned it when transforms changed it: its source
         position is tracked, and it is what ``commit_record`` receives, as in Connect."""
+        self._refuse_when_stopping(f"writing to {record.topic}")
         producer = self._producer
         assert producer is not None
         if self._creator is not None and record.topic not in self._creator.known:
@@ -484,6 +492,7 @@ class WorkerSourceTask(TaskRunner):
 
     async def _send_batch(self, batch: SourceBatch) -> None:
         """Hand one whole record batch to the producer, retrying retriable refusals in place."""
+        self._refuse_when_stopping(f"writing to {batch.topic}")
         producer = self._producer
         assert producer is not None
         if self._creator is not None and batch.topic not in self._creator.known:
@@ -495,6 +504,13 @@ class WorkerSourceTask(TaskRunner):
         pending = self._tracker.submit(batch.source_partition, batch.source_offset)
         self._sent(size)
         future.add_done_callback(lambda f: self._on_ack(f, batch, pending, batch, size))
+
+    def _refuse_when_stopping(self, what: str) -> None:
+        """Raise :class:`StoppingError` once the stop began: a loop that outlived its cancellation
+        must not write past the offsets the stop stores."""
+        if self.stopping:
+            raise StoppingError(f"Task {self.id}: {what} came after the task's stop began; it is not done, and "
+                                f"the task resumes from its last stored offsets")
 
     async def _wait_for_room(self, size: int) -> None:
         """Wait until ``size`` more bytes fit under the producer's ``buffer.memory`` with what is
@@ -532,6 +548,7 @@ class WorkerSourceTask(TaskRunner):
         backoff = RETRY_BACKOFF_S
         first_failure: float | None = None
         while True:
+            self._refuse_when_stopping(what)
             try:
                 return await call()
             except asyncio.CancelledError:
