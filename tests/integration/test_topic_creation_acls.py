@@ -41,8 +41,9 @@ def _as_app(spec, prefix: str) -> dict[str, str]:
 
 def _topic_state(spec, topic: str) -> tuple[int, int]:
     """``(partitions, records)`` of ``topic`` as librdkafka (logged in as the super user) reads them; (0, 0)
-    when it does not exist. Listing every topic never makes the broker create one."""
-    from confluent_kafka import Consumer, TopicPartition
+    when it does not exist, records -1 while a partition of a topic just created has no leader to
+    answer yet (NOT_LEADER_FOR_PARTITION: ask again). Listing every topic never makes the broker create one."""
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
     from confluent_kafka.admin import AdminClient
 
     user, password = spec.sasl_admin_credentials()
@@ -54,6 +55,11 @@ def _topic_state(spec, topic: str) -> tuple[int, int]:
     consumer = Consumer({**settings, "group.id": "topic-state"})
     try:
         ends = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in topics[topic].partitions]
+    except KafkaException as exc:
+        if exc.args[0].code() not in (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                                      KafkaError.UNKNOWN_TOPIC_OR_PART):
+            raise
+        return len(topics[topic].partitions), -1
     finally:
         consumer.close()
     return len(ends), sum(ends)
