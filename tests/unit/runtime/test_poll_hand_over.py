@@ -90,7 +90,10 @@ async def test_merged_batches_are_returned_without_the_consumer_keeping_the_fetc
         return fetched
 
     consumer._consumer.getmany = getmany
-    out = await consumer.getmany()
+    try:
+        out = await consumer.getmany()
+    finally:
+        await consumer.stop()  # never started: this only closes it, which aiokafka wants even then
     assert list(out) == [TopicPartition("orders", 0), TopicPartition("orders", 1)]
     assert [[batch.record_count for batch in batches] for batches in out.values()] == [[5], [5]]  # merged
     assert fetched == {}  # the fetched batches were let go of, partition by partition
