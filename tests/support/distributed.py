@@ -29,16 +29,31 @@ from support.worker import Rest
 #: by a worker seconds later cannot meanwhile be handed by the kernel to someone's bind(0) or
 #: outgoing connection (it once went to a Spark test's py4j gateway, and the test's REST calls with it).
 _ABOVE_EPHEMERAL = range(61000, 65536)
+#: Ports this process handed out: a worker binds its port only once its process is up, so a port
+#: free right now may be one handed out a moment ago (CI: two workers of one cluster got the same).
+_HANDED_OUT: set[int] = set()
+
+
+def _own_share(ports: range) -> list[int]:
+    """The ports of ``ports`` this pytest process picks from: each xdist process its own residue
+    class, so two processes never hand out the same port either."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    return [port for port in ports if port % count == index % count]
 
 
 def free_port() -> int:
-    """A TCP port free on loopback right now, outside the kernel's ephemeral range."""
-    for port in random.sample(_ABOVE_EPHEMERAL, 200):
+    """A TCP port free on loopback right now, outside the kernel's ephemeral range, and not handed
+    out before by this process."""
+    candidates = [port for port in _own_share(_ABOVE_EPHEMERAL) if port not in _HANDED_OUT]
+    for port in random.sample(candidates, min(200, len(candidates))):
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue
+            _HANDED_OUT.add(port)
             return port
     raise RuntimeError("no free port found above the ephemeral range")
 
