@@ -17,10 +17,8 @@ import pytest
 from confluent_kafka import Consumer as RdConsumer
 from confluent_kafka import TopicPartition as RdPartition
 
-from mirrorline.api import ConnectorTaskId, SourceRecord, SourceTask
-from mirrorline.runtime.context import StoreOffsetReader
-from mirrorline.runtime.worker_task import WorkerSourceTask
-from mirrorline.storage.offsets import MemoryOffsetStore
+from mirrorline.api import SourceRecord, SourceTask
+from support.source_runner import lone_source_runner
 
 pytestmark = pytest.mark.integration
 
@@ -71,20 +69,8 @@ def read_back(bootstrap: str, topic: str) -> list[int]:
 
 async def test_unacknowledged_bytes_stay_under_buffer_memory(cluster_a, make_topic):
     topic = await make_topic(cluster_a, 1, "buffer-memory")
-    store = MemoryOffsetStore()
-    failures: list[BaseException] = []
-
-    async def on_status(*_args):
-        pass
-
-    async def on_failure(_task_id, exc):
-        failures.append(exc)
-
-    runner = WorkerSourceTask(ConnectorTaskId("buffer-memory", 0), TenKilobyteTask(), {"topic": topic},
-                              producer_kwargs={"bootstrap_servers": cluster_a.bootstrap_servers,
-                                               "buffer_memory": LIMIT},
-                              offset_store=store, offset_reader=StoreOffsetReader(store, "buffer-memory"),
-                              on_status=on_status, on_failure=on_failure, flush_interval_s=60)
+    runner, _, failures = lone_source_runner("buffer-memory", TenKilobyteTask(), {"topic": topic},
+                                             cluster_a.bootstrap_servers, buffer_memory=LIMIT)
     most = 0
     sends = 0
     sent = runner._sent

@@ -19,10 +19,8 @@ import pytest
 from confluent_kafka import Consumer as RdConsumer
 from confluent_kafka import TopicPartition as RdPartition
 
-from mirrorline.api import ConnectorTaskId, SourceRecord, SourceTask
-from mirrorline.runtime.context import StoreOffsetReader
-from mirrorline.runtime.worker_task import WorkerSourceTask
-from mirrorline.storage.offsets import MemoryOffsetStore
+from mirrorline.api import SourceRecord, SourceTask
+from support.source_runner import lone_source_runner
 
 pytestmark = pytest.mark.integration
 
@@ -100,19 +98,7 @@ def read_back(bootstrap: str, topic: str, expect: int) -> list[int]:
 
 
 async def _run_and_stop(cluster, topic: str, task: DeafTask, stop_timeout: float):
-    store = MemoryOffsetStore()
-    failures: list[BaseException] = []
-
-    async def on_status(*_args):
-        pass
-
-    async def on_failure(_task_id, exc):
-        failures.append(exc)
-
-    runner = WorkerSourceTask(ConnectorTaskId("deaf", 0), task, {"topic": topic},
-                              producer_kwargs={"bootstrap_servers": cluster.bootstrap_servers},
-                              offset_store=store, offset_reader=StoreOffsetReader(store, "deaf"),
-                              on_status=on_status, on_failure=on_failure, flush_interval_s=60)
+    runner, store, failures = lone_source_runner("deaf", task, {"topic": topic}, cluster.bootstrap_servers)
     await runner.start()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 30
