@@ -22,6 +22,8 @@ BATCH_FORWARDING_ENABLED = "batch.forwarding.enabled"
 BATCH_FORWARDING_COALESCE_BYTES = "batch.forwarding.coalesce.bytes"
 #: Beyond MM2: how long a source fetch may wait for records to gather while they flow.
 REPLICATION_FETCH_GATHER_MS = "replication.fetch.gather.ms"
+#: Beyond MM2: the same wait while the records come in slower than 2 MiB/s per source consumer.
+REPLICATION_FETCH_GATHER_TRICKLE_MS = "replication.fetch.gather.trickle.ms"
 #: Beyond MM2: long histories handed to a Spark backfill job, and scheduled reconciliation.
 BACKFILL_SPARK_ENABLED = "backfill.spark.enabled"
 BACKFILL_SPARK_MIN_RECORDS = "backfill.spark.min.records"
@@ -78,15 +80,24 @@ SOURCE_CONFIG_DEF = COMMON_CONFIG_DEF.merged(ConfigDef([
                   "target's message.max.bytes."),
     ConfigKey(REPLICATION_FETCH_GATHER_MS, Type.INT, default=25, validator=Range(min=0, max=5000),
               importance=Importance.LOW, group=GROUP,
-              doc="Beyond MM2: while records flow from a source broker, each fetch asks it to wait until "
-                  "1 MiB has gathered or this many milliseconds have passed, whichever comes first "
-                  "(never longer than the source consumer's fetch.max.wait.ms). A record of a trickle can "
-                  "wait this long on the source, so it bounds latency at low rates; a shorter wait makes "
-                  "more fetch-and-produce round trips, which cost CPU. 0 turns gathering off: the broker "
-                  "answers as soon as any record is there, as MM2's consumer does (fetch.min.bytes=1). At "
-                  "1 MB/s of 1 KB records over 2 tasks, 25 gave a p99 of 42 ms (MM2: 21) for 0.53x MM2's CPU, "
-                  "10 gave 27 ms for 0.97x, 5 gave 21 ms for 1.24x (docs/performance.md). Idle tasks, and "
-                  "flows that bring 1 MiB sooner than the wait, are unaffected."),
+              doc="Beyond MM2: while records flow fast from a source broker (2 MiB/s or more into a task's "
+                  "source consumer), each fetch asks it to wait until 1 MiB has gathered or this many "
+                  "milliseconds have passed, whichever comes first (never longer than the source consumer's "
+                  "fetch.max.wait.ms); slower flows wait replication.fetch.gather.trickle.ms instead. A "
+                  "shorter wait makes more fetch-and-produce round trips, each carrying a batch per partition, "
+                  "which cost CPU; at 10 and 30 MB/s over 2 tasks 25 had a lower p99 than 5 for half the CPU "
+                  "(docs/performance.md). 0 turns gathering off at every rate: the broker answers as soon as "
+                  "any record is there, as MM2's consumer does (fetch.min.bytes=1). Idle tasks, and flows "
+                  "that bring 1 MiB sooner than the wait, are unaffected."),
+    ConfigKey(REPLICATION_FETCH_GATHER_TRICKLE_MS, Type.INT, default=10, validator=Range(min=0, max=5000),
+              importance=Importance.LOW, group=GROUP,
+              doc="Beyond MM2: the gather wait of replication.fetch.gather.ms while a task's source consumer "
+                  "takes in records slower than 2 MiB/s (back to it once faster, to this once under 1 MiB/s, "
+                  "judged every half second). A record of a trickle can wait this long on the source, so it "
+                  "bounds latency at low rates, where the round trips it adds cost little in total. Never "
+                  "longer than replication.fetch.gather.ms; 0 answers a trickle's records at once. At 1 MB/s "
+                  "of 1 KB records over 2 tasks, 10 had a p50 of 18 ms (25: 28; MM2: 15) for 0.86x MM2's "
+                  "CPU, 5 a p50 of 16 ms for 1.23x (docs/performance.md)."),
     REPLICATION_METRICS_LEVEL_KEY,
     ConfigKey("heartbeats.replication.enabled", Type.BOOLEAN, default="true", importance=Importance.LOW,
               group=GROUP, doc="Replicate heartbeats topics whatever the topic filter says."),

@@ -51,6 +51,7 @@ from mirrorline.connectors.source_mirror.config import (
     BATCH_FORWARDING_COALESCE_BYTES,
     BATCH_FORWARDING_ENABLED,
     REPLICATION_FETCH_GATHER_MS,
+    REPLICATION_FETCH_GATHER_TRICKLE_MS,
     REPLICATION_METRICS_LEVEL,
     SOURCE_CONFIG_DEF,
     TASK_ASSIGNED_PARTITIONS,
@@ -193,11 +194,13 @@ class MirrorSourceTask(SourceTask):
         fetch_batches = BatchFetch(parsed[BATCH_FORWARDING_COALESCE_BYTES]) if self._path_reason is None else None
         # incremental fetch sessions (KIP-227): an idle fetch no longer lists and answers every partition of the task
         # ... and, while records flow, fetches that gather them for up to replication.fetch.gather.ms
+        # (replication.fetch.gather.trickle.ms while they come in slowly)
         # ... and, in a worker that lets its tasks share clients, one consumer (one fetch per broker) for
         # this connector's tasks in the process: half the round trips at two tasks
         share = getattr(self.context, "client_share", None)
         self.consumer = self.context.clients.consumer(consumer_props, fetch_batches=fetch_batches, fetch_sessions=True,
                                                       gather_max_wait_ms=parsed[REPLICATION_FETCH_GATHER_MS],
+                                                      gather_trickle_wait_ms=parsed[REPLICATION_FETCH_GATHER_TRICKLE_MS],
                                                       **({} if share is None else {"share": share}))
         if self.consumer.ignored_settings:
             log.info("Task %s: source consumer settings with no meaning to the consumer are ignored: %s",

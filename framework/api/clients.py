@@ -436,7 +436,7 @@ class KafkaClients(ABC):
     @abstractmethod
     def consumer(self, props: Mapping[str, Any], *, fetch_batches: BatchFetch | None = None,
                  fetch_sessions: bool = False, gather_max_wait_ms: int | None = None,
-                 share: str | None = None) -> Consumer:
+                 gather_trickle_wait_ms: int | None = None, share: str | None = None) -> Consumer:
         """An unstarted consumer. ``group.id`` and ``enable.auto.commit`` are ignored: it never commits.
 
         With ``fetch_sessions``, the consumer fetches with incremental fetch sessions (KIP-227, as
@@ -444,9 +444,11 @@ class KafkaClients(ABC):
         partitions whose position changed, and the answer only those with news. For consumers of
         thousands of mostly idle partitions; records, positions and errors are the same either way.
         While records flow from a broker, such a consumer's fetches also ask it to gather 1 MiB
-        for at most ``gather_max_wait_ms`` (None: 25 ms) before answering, so a trickle is read in
+        for at most ``gather_max_wait_ms`` (None: 25 ms) before answering, so a flow is read in
         fewer, larger fetches; 0 never waits longer than the consumer's own ``fetch.min.bytes``
-        asks for. The wait is what a record of a trickle may spend on the source broker.
+        asks for. While the consumer's records come in slower than 2 MiB/s, the wait is
+        ``gather_trickle_wait_ms`` instead (None: 10 ms; never longer than the gather wait): the
+        wait is what a record of a trickle may spend on the source broker.
 
         With ``fetch_batches``, ``getmany`` returns each partition's data as
         :class:`~mirrorline.api.kafka.FetchedBatch` items, the record batches as the broker sent

@@ -40,7 +40,12 @@ from mirrorline.clients.batch_capture import BatchCapture, capture_batches
 from mirrorline.clients.batch_fetcher import BatchFetcher, use_batch_fetcher
 from mirrorline.clients.errors import translate
 from mirrorline.clients.fetch_errors import FetchErrorWatch, watch_fetch_errors
-from mirrorline.clients.fetch_sessions import FLOWING_MAX_WAIT_MS, FetchSessions, use_fetch_sessions
+from mirrorline.clients.fetch_sessions import (
+    FLOWING_MAX_WAIT_MS,
+    TRICKLE_MAX_WAIT_MS,
+    FetchSessions,
+    use_fetch_sessions,
+)
 from mirrorline.clients.fetched_batches import coalesce
 from mirrorline.clients.side_connections import list_offsets_aside
 from mirrorline.clients.kafka_clients import client_kwargs
@@ -80,7 +85,7 @@ class KafkaConsumer(Consumer):
 
     def __init__(self, kwargs: dict[str, Any], ignored: list[str] | None = None, *,
                  fetch_batches: BatchFetch | None = None, fetch_sessions: bool = False,
-                 gather_max_wait_ms: int | None = None):
+                 gather_max_wait_ms: int | None = None, gather_trickle_wait_ms: int | None = None):
         self.ignored_settings = list(ignored or [])
         self.principal = kwargs.get("sasl_plain_username")
         self.read_committed = kwargs.get("isolation_level") == "read_committed"
@@ -103,6 +108,10 @@ class KafkaConsumer(Consumer):
         self._gather_max_wait_ms = FLOWING_MAX_WAIT_MS if gather_max_wait_ms is None else gather_max_wait_ms
         if self._gather_max_wait_ms < 0:
             raise ConfigError(f"the consumer's gather wait must be 0 or more ms, not {gather_max_wait_ms}")
+        self._gather_trickle_wait_ms = (TRICKLE_MAX_WAIT_MS if gather_trickle_wait_ms is None
+                                        else gather_trickle_wait_ms)
+        if self._gather_trickle_wait_ms < 0:
+            raise ConfigError(f"the consumer's trickle gather wait must be 0 or more ms, not {gather_trickle_wait_ms}")
         #: the incremental fetch sessions, once started with ``fetch_sessions`` (their counters say how fetches went)
         self.fetch_sessions: FetchSessions | None = None
         #: the topics fetches were answered with a topic-change error, and by which broker (once started)
@@ -116,7 +125,8 @@ class KafkaConsumer(Consumer):
 
     @classmethod
     def from_settings(cls, props: Mapping[str, Any], *, fetch_batches: BatchFetch | None = None,
-                      fetch_sessions: bool = False, gather_max_wait_ms: int | None = None) -> KafkaConsumer:
+                      fetch_sessions: bool = False, gather_max_wait_ms: int | None = None,
+                      gather_trickle_wait_ms: int | None = None) -> KafkaConsumer:
         """A consumer from Java-style settings; ``group.id`` is dropped and nothing is ever committed.
 
         With ``fetch_batches`` and ``fetch_sessions`` it fetches with mirrorline's own loop
@@ -126,7 +136,7 @@ class KafkaConsumer(Consumer):
         kwargs.pop("group_id", None)
         kwargs["enable_auto_commit"] = False
         return cls(kwargs, ignored, fetch_batches=fetch_batches, fetch_sessions=fetch_sessions,
-                   gather_max_wait_ms=gather_max_wait_ms)
+                   gather_max_wait_ms=gather_max_wait_ms, gather_trickle_wait_ms=gather_trickle_wait_ms)
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -138,13 +148,15 @@ class KafkaConsumer(Consumer):
         if self._own_fetch_loop and getattr(self._consumer, "_fetcher", None) is not None:
             self.fetch_errors = FetchErrorWatch()
             list_offsets_aside(self._consumer)
-            self.fetch_sessions = FetchSessions(self.fetch_errors, self._gather_max_wait_ms)
+            self.fetch_sessions = FetchSessions(self.fetch_errors, self._gather_max_wait_ms,
+                                                self._gather_trickle_wait_ms)
             self.fetcher = await use_batch_fetcher(self._consumer, self.fetch_sessions, self.fetch_errors)
             return
         self.fetch_errors = watch_fetch_errors(self._consumer)
         list_offsets_aside(self._consumer)
         if self._use_fetch_sessions:
-            self.fetch_sessions = use_fetch_sessions(self._consumer, self.fetch_errors, self._gather_max_wait_ms)
+            self.fetch_sessions = use_fetch_sessions(self._consumer, self.fetch_errors, self._gather_max_wait_ms,
+                                                     self._gather_trickle_wait_ms)
             if self.fetch_sessions is not None:
                 use_fast_plans(self._consumer, self.fetch_sessions.fetched_bytes)
         if self._fetch_batches is not None:

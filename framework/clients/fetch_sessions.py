@@ -44,6 +44,15 @@ most the gather wait on the source. The wait is the consumer's to choose
 (``gather_max_wait_ms``): shorter lowers the latency of a trickle and costs round trips; 0
 turns gathering off (``fetch.min.bytes`` = 1 throughout, as Java's consumer).
 
+The wait also follows the flow's rate (since 2026-12-01): while the consumer's records come in
+slower than :data:`FAST_FLOW_BYTES_PER_S`, a flowing fetch waits only the *trickle* wait
+(``gather_trickle_wait_ms``, :data:`TRICKLE_MAX_WAIT_MS` by default, never longer than the gather
+wait); from that rate on it waits the whole gather wait, and it goes back to the trickle wait once
+the rate falls under :data:`TRICKLE_BYTES_PER_S` (:class:`FlowRate`). Measured side by side with
+MM2, a 5-10 ms wait had the lower latency at 1 MB/s, where round trips are cheap in total, and the
+25-ms wait the lower tail at 10 and 30 MB/s, where a short wait's extra round trips carry a batch
+per partition each and their CPU showed in the tail (docs/performance.md).
+
 A partition that comes back into a session after more than :data:`GAP_SIGN_S` out of it, or
 fetched again after no request went to its node for that long (its fetched records waited for
 the caller), is reported to the consumer's
@@ -78,6 +87,15 @@ FLOWING_MIN_BYTES = 1024 * 1024
 FLOWING_MAX_WAIT_MS = 25
 #: A fetch answered with records within this long means records are flowing.
 FLOWING_ANSWER_S = 0.1
+#: While records flow slower than :data:`FAST_FLOW_BYTES_PER_S`: the longest a fetch waits by default.
+TRICKLE_MAX_WAIT_MS = 10
+#: A consumer whose records come in at this rate or faster (over one :data:`RATE_WINDOW_S`) gathers
+#: for the whole gather wait ...
+FAST_FLOW_BYTES_PER_S = 2 * 1024 * 1024
+#: ... until its rate falls under this one (the gap keeps a flow near the bound from flapping).
+TRICKLE_BYTES_PER_S = 1024 * 1024
+#: How long the records' rate is summed over before it is judged.
+RATE_WINDOW_S = 0.5
 
 Key = tuple[str, int]  # (topic, partition): a plain tuple, cheaper to make than a TopicPartition
 #: one topic's partitions in a request, as aiokafka lays them out: (partition, fetch offset, max bytes)
@@ -128,19 +146,56 @@ class _SessionFetchRequest(FetchRequest):
         return struct
 
 
+class FlowRate:
+    """Whether a consumer's records come in fast: the bytes of records answered, summed over windows
+    of :data:`RATE_WINDOW_S`; a window at :data:`FAST_FLOW_BYTES_PER_S` or more makes the flow
+    fast, one under :data:`TRICKLE_BYTES_PER_S` makes it a trickle again."""
+
+    def __init__(self) -> None:
+        #: whether the last window judged the flow fast
+        self.fast = False
+        self._window_start: float | None = None
+        self._bytes = 0
+
+    def note(self, size: int, now: float) -> None:
+        """``size`` bytes of records were answered at ``now`` (time.monotonic())."""
+        if self._window_start is None:
+            self._window_start = now
+        self._bytes += size
+        elapsed = now - self._window_start
+        if elapsed < RATE_WINDOW_S:
+            return
+        rate = self._bytes / elapsed
+        if self.fast and rate < TRICKLE_BYTES_PER_S:
+            self.fast = False
+            log.debug("Records come in at %.0f B/s: fetches gather for the trickle wait", rate)
+        elif not self.fast and rate >= FAST_FLOW_BYTES_PER_S:
+            self.fast = True
+            log.debug("Records come in at %.0f B/s: fetches gather for the whole gather wait", rate)
+        self._window_start, self._bytes = now, 0
+
+
 class FetchSessions:
     """The sessions of one consumer, one per broker node (see the module docstring).
 
-    ``gather_max_wait_ms``: while records flow from a node, how long its fetches ask the broker to
-    wait for :data:`FLOWING_MIN_BYTES`; 0 never asks for more than the consumer's own settings.
+    ``gather_max_wait_ms``: while records flow fast from a node, how long its fetches ask the
+    broker to wait for :data:`FLOWING_MIN_BYTES`; 0 never asks for more than the consumer's own
+    settings. ``gather_trickle_wait_ms``: the same while the consumer's records come in slower than
+    :data:`FAST_FLOW_BYTES_PER_S` (:class:`FlowRate`); never longer than ``gather_max_wait_ms``.
     """
 
-    def __init__(self, watch: FetchErrorWatch | None = None, gather_max_wait_ms: int = FLOWING_MAX_WAIT_MS) -> None:
+    def __init__(self, watch: FetchErrorWatch | None = None, gather_max_wait_ms: int = FLOWING_MAX_WAIT_MS,
+                 gather_trickle_wait_ms: int = TRICKLE_MAX_WAIT_MS) -> None:
         if gather_max_wait_ms < 0:
             raise ValueError(f"gather_max_wait_ms must be 0 or more, not {gather_max_wait_ms}")
+        if gather_trickle_wait_ms < 0:
+            raise ValueError(f"gather_trickle_wait_ms must be 0 or more, not {gather_trickle_wait_ms}")
         self._sessions: dict[int, _Session] = {}
         self._watch = watch
         self.gather_max_wait_ms = gather_max_wait_ms
+        self.gather_trickle_wait_ms = min(gather_trickle_wait_ms, gather_max_wait_ms)
+        #: the rate of the records answered, which picks between the two waits
+        self.rate = FlowRate()
         #: partition -> when it was last left out of (forgotten by) a session
         self._left: dict[Key, float] = {}
         #: full / incremental requests sent, partitions named in them, session resets, fetches sent
@@ -228,22 +283,30 @@ class FetchSessions:
                                     self._flow(node_id)), wanted
 
     def _flow(self, node_id: int) -> int:
-        """How long the next fetch to ``node_id`` gathers: the gather wait while records flow, else 0."""
+        """How long the next fetch to ``node_id`` gathers while records flow (the gather wait if they
+        flow fast, else the trickle wait), else 0."""
         if self.gather_max_wait_ms and node_id in self._flowing:
             self.counters["flowing"] += 1
-            return self.gather_max_wait_ms
+            if self.rate.fast:
+                self.counters["flowing_fast"] += 1
+                return self.gather_max_wait_ms
+            return self.gather_trickle_wait_ms
         return 0
 
     def _note_records(self, node_id: int, response, waited_s: float) -> None:
-        """Whether ``response`` carried records, answered within FLOWING_ANSWER_S, decides how the
-        next fetch to ``node_id`` waits."""
-        if waited_s < FLOWING_ANSWER_S:
-            for _topic, partitions in getattr(response, "topics", ()):
-                for partition in partitions:
-                    if partition[-1]:  # the records (message set) of one partition
-                        self._flowing.add(node_id)
-                        return
-        self._flowing.discard(node_id)
+        """Whether ``response`` carried records, answered within FLOWING_ANSWER_S, decides whether the
+        next fetch to ``node_id`` gathers; their size goes to the rate, which decides for how long."""
+        size = 0
+        for _topic, partitions in getattr(response, "topics", ()):
+            for partition in partitions:
+                records = partition[-1]  # the records (message set) of one partition
+                if records:
+                    size += len(records)
+        self.rate.note(size, time.monotonic())
+        if size and waited_s < FLOWING_ANSWER_S:
+            self._flowing.add(node_id)
+        else:
+            self._flowing.discard(node_id)
 
     def _returned(self, key: Key, node_id: int, now: float) -> None:
         """``key`` is fetched again: a sign for its topic if it was out of every session for long."""
@@ -326,14 +389,15 @@ def answered_only(request: FetchRequest, response, wanted: Layout,
 
 
 def use_fetch_sessions(consumer: AIOKafkaConsumer, watch: FetchErrorWatch | None = None,
-                       gather_max_wait_ms: int = FLOWING_MAX_WAIT_MS) -> FetchSessions | None:
+                       gather_max_wait_ms: int = FLOWING_MAX_WAIT_MS,
+                       gather_trickle_wait_ms: int = TRICKLE_MAX_WAIT_MS) -> FetchSessions | None:
     """Make a started consumer's fetches incremental (module docstring); returns its sessions, or
     None for an object without aiokafka's client and fetcher (a test's stand-in consumer). Partitions
-    back after a gap are reported to ``watch``; ``gather_max_wait_ms`` as :class:`FetchSessions`."""
+    back after a gap are reported to ``watch``; the waits as :class:`FetchSessions`."""
     client = getattr(consumer, "_client", None)
     if client is None or getattr(consumer, "_fetcher", None) is None:
         return None
-    sessions = FetchSessions(watch, gather_max_wait_ms)
+    sessions = FetchSessions(watch, gather_max_wait_ms, gather_trickle_wait_ms)
     original_send = client.send
 
     async def send(node_id, request, **kwargs):

@@ -32,15 +32,17 @@ class AioKafkaClients(KafkaClients):
 
     def consumer(self, props: Mapping[str, Any], *, fetch_batches: BatchFetch | None = None,
                  fetch_sessions: bool = False, gather_max_wait_ms: int | None = None,
-                 share: str | None = None) -> Consumer:
+                 gather_trickle_wait_ms: int | None = None, share: str | None = None) -> Consumer:
         def make() -> KafkaConsumer:
             return KafkaConsumer.from_settings(props, fetch_batches=fetch_batches, fetch_sessions=fetch_sessions,
-                                               gather_max_wait_ms=gather_max_wait_ms)
+                                               gather_max_wait_ms=gather_max_wait_ms,
+                                               gather_trickle_wait_ms=gather_trickle_wait_ms)
 
         if share is None:
             return make()
         coalesce = None if fetch_batches is None else fetch_batches.coalesce_bytes
-        return self.shared_consumers.member(share, settings_key(props, coalesce, fetch_sessions, gather_max_wait_ms),
+        return self.shared_consumers.member(share, settings_key(props, coalesce, fetch_sessions, gather_max_wait_ms,
+                                                                  gather_trickle_wait_ms),
                                             make)
 
     def producer(self, props: Mapping[str, Any]) -> KafkaProducer:

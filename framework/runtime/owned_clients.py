@@ -47,9 +47,10 @@ class OwnedClients(KafkaClients):
 
     def consumer(self, props: Mapping[str, Any], *, fetch_batches: BatchFetch | None = None,
                  fetch_sessions: bool = False, gather_max_wait_ms: int | None = None,
-                 share: str | None = None) -> Consumer:
+                 gather_trickle_wait_ms: int | None = None, share: str | None = None) -> Consumer:
         return self._own(self._clients.consumer(props, fetch_batches=fetch_batches, fetch_sessions=fetch_sessions,
-                                                gather_max_wait_ms=gather_max_wait_ms, share=share))
+                                                gather_max_wait_ms=gather_max_wait_ms,
+                                                gather_trickle_wait_ms=gather_trickle_wait_ms, share=share))
 
     def producer(self, props: Mapping[str, Any]) -> Producer:
         return self._own(self._clients.producer(props))

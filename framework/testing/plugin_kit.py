@@ -61,7 +61,7 @@ class FakeKafkaClients(KafkaClients):
 
     def consumer(self, props: Mapping[str, Any], *, fetch_batches: BatchFetch | None = None,
                  fetch_sessions: bool = False, gather_max_wait_ms: int | None = None,
-                 share: str | None = None) -> Consumer:
+                 gather_trickle_wait_ms: int | None = None, share: str | None = None) -> Consumer:
         client_kwargs(props, "consumer")
         raise self._no_broker("consumer")
 

@@ -29,7 +29,9 @@ short run's ratio to MM2), and the
 ``mirrorline-records`` (``batch.forwarding.enabled=false``, record by record as MM2); on request
 also ``mirrorline-gather-15``, ``mirrorline-gather-10``, ``mirrorline-gather-5``, ``mirrorline-gather-3`` and
 ``mirrorline-gather-0`` (``replication.fetch.gather.ms`` 15, 10, 5, 3 and 0 instead of 25: lower latency at low
-rates for more CPU),
+rates for more CPU, at every rate), ``mirrorline-fixed-25`` (``replication.fetch.gather.trickle.ms = 25``:
+25 ms at every rate, the default before the wait followed the flow's rate), ``mirrorline-trickle-5``
+(a 5-ms trickle wait instead of 10),
 ``mirrorline-shared``, ``mirrorline-gather-5-shared`` and ``mirrorline-gather-10-shared``
 (``tasks.share.clients=true``: a connector's tasks share one consumer and producer)
 and ``mirrorline-asyncio`` (the default on asyncio's own event loop, ``MIRRORLINE_EVENT_LOOP=asyncio``,
@@ -101,6 +103,9 @@ ENGINES = {"mm2": [], "mirrorline": [], "mirrorline-records": ["batch.forwarding
            "mirrorline-gather-15": ["replication.fetch.gather.ms = 15"],
            "mirrorline-gather-0": ["replication.fetch.gather.ms = 0"],
            "mirrorline-gather-3": ["replication.fetch.gather.ms = 3"],
+           # the wait before it followed the flow's rate (2026-12-01): 25 ms at every rate
+           "mirrorline-fixed-25": ["replication.fetch.gather.trickle.ms = 25"],
+           "mirrorline-trickle-5": ["replication.fetch.gather.trickle.ms = 5"],
            # a connector's tasks sharing one consumer and producer (tasks.share.clients=true; false by default)
            "mirrorline-shared": ["tasks.share.clients = true"],
            "mirrorline-gather-5-shared": ["replication.fetch.gather.ms = 5", "tasks.share.clients = true"],

@@ -187,13 +187,13 @@ async def test_the_partitions_answered_are_told_once_and_none_when_a_broker_has_
 @pytest.mark.parametrize("gather_ms", [25, 7, 0])
 async def test_while_records_flow_the_next_fetch_gathers_for_the_consumers_wait(gather_ms):
     """An answer with records, received at once, makes the next fetch ask the broker to gather
-    FLOWING_MIN_BYTES for at most the consumer's gather wait; 0 keeps the consumer's own
-    settings (fetch.min.bytes 1, fetch.max.wait.ms 500 here) whatever flows."""
+    FLOWING_MIN_BYTES for at most the consumer's gather wait (both waits set alike here); 0 keeps
+    the consumer's own settings (fetch.min.bytes 1, fetch.max.wait.ms 500 here) whatever flows."""
     from mirrorline.clients.fetch_sessions import FLOWING_MIN_BYTES
 
     node = FakeNode()
     consumer = consumer_on(node)
-    sessions = use_fetch_sessions(consumer, gather_max_wait_ms=gather_ms)
+    sessions = use_fetch_sessions(consumer, gather_max_wait_ms=gather_ms, gather_trickle_wait_ms=gather_ms)
     offsets = {("t", 0): 0}
     with_records = SimpleNamespace(error_code=0, session_id=77, topics=[("t", [(0, 0, 5, b"batch")])])
     node.answers = [with_records]
@@ -216,3 +216,58 @@ def test_a_negative_gather_wait_is_refused():
 
     with pytest.raises(ValueError, match="gather_max_wait_ms must be 0 or more"):
         FetchSessions(gather_max_wait_ms=-1)
+    with pytest.raises(ValueError, match="gather_trickle_wait_ms must be 0 or more"):
+        FetchSessions(gather_trickle_wait_ms=-1)
+
+
+@pytest.mark.parametrize(("gather_ms", "trickle_ms", "slow", "fast"),
+                         [(25, 10, 10, 25), (25, 40, 25, 25), (0, 10, None, None), (25, 0, None, 25)])
+async def test_a_flow_gathers_for_the_trickle_wait_until_it_runs_fast(gather_ms, trickle_ms, slow, fast):
+    """While the rate is a trickle a flowing fetch waits the trickle wait (never longer than the
+    gather wait), once it is fast the whole gather wait; a wait of 0 keeps the consumer's own
+    settings (500 ms for 1 byte here)."""
+    from mirrorline.clients.fetch_sessions import FLOWING_MIN_BYTES
+
+    node = FakeNode()
+    consumer = consumer_on(node)
+    sessions = use_fetch_sessions(consumer, gather_max_wait_ms=gather_ms, gather_trickle_wait_ms=trickle_ms)
+    with_records = SimpleNamespace(error_code=0, session_id=77, topics=[("t", [(0, 0, 5, b"batch")])])
+    node.answers = [with_records, with_records]
+    await consumer._client.send(1, fetch({("t", 0): 0}))
+    await consumer._client.send(1, fetch({("t", 0): 1}))
+    asked_slow = node.sent[-1]
+    sessions.rate.fast = True
+    await consumer._client.send(1, fetch({("t", 0): 2}))
+    asked_fast = node.sent[-1]
+    for asked, wait in ((asked_slow, slow), (asked_fast, fast)):
+        expected = (500, 1) if wait is None else (wait, FLOWING_MIN_BYTES)
+        assert (asked.max_wait_time, asked.min_bytes) == expected
+
+
+def test_the_flow_rate_turns_fast_at_two_mib_a_second_and_back_under_one():
+    """Judged over half-second windows: 2 MiB/s or more makes the flow fast, under 1 MiB/s a
+    trickle again, and a rate between the two leaves it as it was."""
+    from mirrorline.clients.fetch_sessions import FAST_FLOW_BYTES_PER_S, RATE_WINDOW_S, FlowRate
+
+    rate = FlowRate()
+    now = 100.0
+
+    def window(bytes_per_s: float) -> bool:
+        nonlocal now
+        steps = 8  # eight answers per window, as a flowing consumer takes them in (exact in binary)
+        for _ in range(steps):
+            now += RATE_WINDOW_S / steps
+            rate.note(int(bytes_per_s * RATE_WINDOW_S / steps), now)
+        return rate.fast
+
+    rate.note(0, now)
+    assert window(500_000) is False
+    assert window(1.5 * 1024 * 1024) is False  # between the bounds: stays a trickle
+    assert window(FAST_FLOW_BYTES_PER_S * 1.01) is True
+    assert window(1.5 * 1024 * 1024) is True  # between the bounds: stays fast
+    assert window(0.9 * 1024 * 1024) is False
+    # an answer after a long quiet spell judges the whole spell: a trickle
+    window(FAST_FLOW_BYTES_PER_S * 2)
+    now += 5.0
+    rate.note(100_000, now)
+    assert rate.fast is False

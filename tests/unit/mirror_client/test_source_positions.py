@@ -157,9 +157,11 @@ class FakeConsumer:
 class FakeClients(FakeKafkaClients):
     """Clients whose consumers are FakeConsumers."""
 
-    def consumer(self, props, *, fetch_batches=None, fetch_sessions=False, gather_max_wait_ms=None):
+    def consumer(self, props, *, fetch_batches=None, fetch_sessions=False, gather_max_wait_ms=None,
+                 gather_trickle_wait_ms=None):
         consumer = FakeConsumer(props, fetch_batches)
         consumer.gather_max_wait_ms = gather_max_wait_ms
+        consumer.gather_trickle_wait_ms = gather_trickle_wait_ms
         return consumer
 
 
@@ -615,14 +617,16 @@ async def test_source_consumer_fetches_8_mib_at_a_time_unless_the_user_says_othe
 
 
 async def test_the_fetch_gather_wait_is_the_connectors_setting(monkeypatch):
-    """replication.fetch.gather.ms reaches the source consumer (25 unless set; 0 turns gathering
-    off) and a negative value is refused with the setting's name."""
+    """replication.fetch.gather.ms and replication.fetch.gather.trickle.ms reach the source consumer
+    (25 and 10 unless set; 0 turns gathering off) and a negative value is refused with the
+    setting's name."""
     topic = "unit-fetch-gather"
     _, consumer, _ = await started_task(monkeypatch, topic, [0], stored={0: 0}, bounds={0: (0, 0)})
-    assert consumer.gather_max_wait_ms == 25
+    assert (consumer.gather_max_wait_ms, consumer.gather_trickle_wait_ms) == (25, 10)
     _, consumer, _ = await started_task(monkeypatch, topic, [0], stored={0: 0}, bounds={0: (0, 0)},
-                                        **{"replication.fetch.gather.ms": "0"})
-    assert consumer.gather_max_wait_ms == 0
-    with pytest.raises(ConfigError, match="replication.fetch.gather.ms"):
-        await started_task(monkeypatch, topic, [0], stored={0: 0}, bounds={0: (0, 0)},
-                           **{"replication.fetch.gather.ms": "-1"})
+                                        **{"replication.fetch.gather.ms": "0",
+                                           "replication.fetch.gather.trickle.ms": "3"})
+    assert (consumer.gather_max_wait_ms, consumer.gather_trickle_wait_ms) == (0, 3)
+    for setting in ("replication.fetch.gather.ms", "replication.fetch.gather.trickle.ms"):
+        with pytest.raises(ConfigError, match=setting.replace(".", r"\.")):
+            await started_task(monkeypatch, topic, [0], stored={0: 0}, bounds={0: (0, 0)}, **{setting: "-1"})

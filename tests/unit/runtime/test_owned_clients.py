@@ -44,7 +44,8 @@ class StandInClients(KafkaClients):
     def admin(self, props):
         return self._make(StandIn)
 
-    def consumer(self, props, *, fetch_batches=None, fetch_sessions=False, gather_max_wait_ms=None, share=None):
+    def consumer(self, props, *, fetch_batches=None, fetch_sessions=False, gather_max_wait_ms=None,
+                 gather_trickle_wait_ms=None, share=None):
         return self._make(StandIn)
 
     def producer(self, props):
