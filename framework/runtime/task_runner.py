@@ -144,8 +144,11 @@ class TaskRunner(ABC):
             return
         if self.stopping:
             self._background.cancel_all(except_current=True)
-            log.warning("Task %s: %r after its stop began; not reported as a failure (it restarts, if it does, "
-                        "from its last stored offsets)", self.id, exc)
+            if getattr(exc, "after_stop", False):  # its message says so already
+                log.warning("%s; not reported as a failure", exc)
+            else:
+                log.warning("Task %s: %r after its stop began; not reported as a failure (it restarts, if it does, "
+                            "from its last stored offsets)", self.id, exc)
             return
         self.failed = True
         self._on_failing()

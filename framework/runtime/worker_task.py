@@ -100,6 +100,9 @@ class StoppingError(ConnectError):
     """A record reached the producer after the task's stop began (a loop that ignored its
     cancellation): it is not written, so nothing lands past the offsets the stop stores."""
 
+    #: the message already says the stop had begun (the runner's log line need not say it again)
+    after_stop = True
+
 
 def handed_on(records: list | None):
     """The items of a poll's ``records`` in order, each let go of by the list as it is yielded.
