@@ -44,7 +44,8 @@ side alone). ``ENGINE@NAME`` runs a mirrorline engine on the interpreter given b
 ``--python NAME=PATH`` (a venv with mirrorline installed, e.g. one bootstrapped with
 ``PYTHON=python3.13``). ``--rounds N`` runs the engines N times in turn on the same clusters and
 adds a table of medians over the rounds, each run compared with its own round's MM2 run: one
-sitting on a shared machine moves every engine's p99 by tens of per cent.
+sitting on a shared machine moves every engine's p99 by tens of per cent. ``--rotate`` starts each
+round one engine further along the list (the run right after MM2's inherits its write-back).
 
 Writes ``latency-cdf.png`` (the latency distributions, one panel per rate), ``latency-p99.png``
 and ``latency-results.json`` into ``--out``; with ``--keep-logs`` also each engine's log and a
@@ -486,6 +487,15 @@ def _median(values) -> float | None:
     return statistics.median(present) if present else None
 
 
+def round_order(engines: list[str], round_: int, rotate: bool) -> list[str]:
+    """The engines in the order round ``round_`` (from 1) runs them: as listed, or with ``rotate``
+    started ``round_ - 1`` places further along."""
+    if not rotate or not engines:
+        return list(engines)
+    shift = (round_ - 1) % len(engines)
+    return list(engines[shift:]) + list(engines[:shift])
+
+
 def round_summary(runs: list[LatencyRun]) -> list[dict]:
     """Per rate and engine over the rounds (``--rounds``): medians of p50, p99 and settled CPU per
     minute, the medians of the per-round ratios to MM2 (each round's own MM2 run is its yardstick,
@@ -605,6 +615,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="run every engine this many times, in turn (engine 1, 2, ..., then again), on the same "
                              "clusters; a summary gives the medians over the rounds and compares each run with its "
                              "own round's MM2 run (one sitting on a shared machine moves p99 by tens of per cent)")
+    parser.add_argument("--rotate", action="store_true",
+                        help="start each round one engine further along the list (round 2 runs engine 2, 3, ..., 1), "
+                             "so no engine always runs right after the same one: a run inherits the brokers' "
+                             "write-back of the run before it")
     parser.add_argument("--python", action="append", default=[], metavar="NAME=PATH",
                         help="an interpreter (of a venv with mirrorline installed) for engines written ENGINE@NAME, "
                              "e.g. --python py313=../py313/.venv/bin/python --engines mirrorline,mirrorline@py313")
@@ -652,7 +666,8 @@ def main(argv: list[str] | None = None) -> int:
         a, b = (c.spec.bootstrap_servers for c in clusters)
         count = 0
         for rate, round_, engine in ((rate, round_, engine) for rate in rates
-                                     for round_ in range(1, args.rounds + 1) for engine in engines):
+                                     for round_ in range(1, args.rounds + 1)
+                                     for engine in round_order(engines, round_, args.rotate)):
             for attempt in range(1, args.repeats + 2):
                 count += 1
                 log(f"[{rate:g} MB/s] {engine}, round {round_} of {args.rounds}, attempt {attempt}; "
