@@ -63,7 +63,6 @@ from mirrorline.clients.fetch_errors import TOPIC_CHANGE_ERRORS, FetchErrorWatch
 from mirrorline.clients.fetch_planner import track_state_changes
 from mirrorline.clients.fetch_sessions import FetchSessions
 from mirrorline.clients.fetched_batches import split_fetched
-from mirrorline.clients.lean_send import send_request
 from mirrorline.clients.sign_order import SignOrder
 
 log = logging.getLogger(__name__)
@@ -415,7 +414,7 @@ class BatchFetcher(Fetcher):
             sent_at = time.monotonic()
             self.counters["fetches"] += 1
             try:
-                response = await send_request(self._client, node_id, request)
+                response = await AIOKafkaClient.send(self._client, node_id, request)
             except Errors.KafkaError as err:
                 sessions.failed(node_id)
                 log.error("Failed fetch messages from %s: %s", node_id, err)

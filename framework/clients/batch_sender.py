@@ -43,7 +43,6 @@ import asyncio
 import logging
 from collections import deque
 
-from aiokafka.client import ConnectionGroup
 from aiokafka.errors import (DuplicateSequenceNumber, InvalidProducerEpoch, KafkaError, ProducerFenced,
                              TopicAuthorizationFailedError, for_code)
 from aiokafka.protocol.produce import ProduceRequest
@@ -52,7 +51,6 @@ from aiokafka.structs import TopicPartition
 from mirrorline.api.records import RecordMetadata
 from mirrorline.clients.errors import translate
 from mirrorline.clients.forwarded_batch import ForwardedBatch
-from mirrorline.clients.lean_send import send_request
 from mirrorline.clients.partition_readiness import NOT_WRITABLE_YET, ReadinessProbe
 from mirrorline.clients.produce_lanes import split_by_size
 from mirrorline.clients.produce_retries import SpacedRefresh, retry_backoff_s
@@ -294,9 +292,9 @@ class BatchSender:
     async def _request(self, key: tuple[int, int], request, share: dict[TopicPartition, _Outgoing]) -> None:
         node_id, lane = key
         try:
+            group = {} if lane == 0 else {"group": ("produce-lane", lane)}
             try:
-                response = await send_request(self._client, node_id, request,
-                                              ConnectionGroup.DEFAULT if lane == 0 else ("produce-lane", lane))
+                response = await self._client.send(node_id, request, **group)
             except KafkaError as err:
                 if err.retriable:
                     _warn_retrying(share, err)

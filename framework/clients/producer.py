@@ -210,21 +210,6 @@ class RecordProducer(AIOKafkaProducer):
         await self._records_idle(tp)
         return self.batch_sender.submit(tp, batch)
 
-    def forward_now(self, topic: str, partition: int, data: bytes, record_count: int) -> asyncio.Future | None:
-        """:meth:`send_record_batch` when it would not wait: the batch's future if it was taken at once
-        (its own sender writes forwarded batches, the partition is in the metadata and aiokafka has no
-        records queued or in flight there), else None, and nothing was taken.
-
-        A forwarded batch is handed over per partition of every fetch answer: this path costs a call
-        where :meth:`send_record_batch` costs four coroutines (docs/performance.md, *Cheaper round trips*)."""
-        sender = self.batch_sender
-        if sender is None or partition < 0 or not self._known(topic, partition):
-            return None
-        tp = TopicPartition(topic, partition)
-        if self._message_accumulator._batches.get(tp) or tp in self._sender._muted_partitions:
-            return None
-        return sender.submit(tp, ForwardedBatch(data, record_count, transactional=False))
-
     async def send_keyed(self, topic: str, records: list[tuple[bytes, bytes | None]],
                          partition: int | None = None) -> list[RecordMetadata]:
         """Write keyed records in as few batches as their partitions need; wait for every acknowledgement.
@@ -525,13 +510,6 @@ class KafkaProducer(Producer):
         """Write keyed records batched by partition and wait for them (:meth:`RecordProducer.send_keyed`)."""
         try:
             return await self._producer.send_keyed(topic, records, partition)
-        except AIO_ERRORS as exc:
-            raise translate(exc) from exc
-
-    def forward_now(self, topic: str, partition: int, data: bytes, record_count: int) -> asyncio.Future | None:
-        """Write one encoded record batch whole if that needs no wait, else None (:meth:`RecordProducer.forward_now`)."""
-        try:
-            return self._producer.forward_now(topic, partition, data, record_count)
         except AIO_ERRORS as exc:
             raise translate(exc) from exc
 

@@ -104,10 +104,6 @@ class StoppingError(ConnectError):
     after_stop = True
 
 
-#: the log line when commit(), commit_record() or commit_batch() raises: the task goes on, as in Connect
-_TASK_RAISED = "Task %s raised from %s(); continuing (Connect treats it the same way)"
-
-
 def handed_on(records: list | None):
     """The items of a poll's ``records`` in order, each let go of by the list as it is yielded.
 
@@ -506,26 +502,11 @@ class WorkerSourceTask(TaskRunner):
             await self._create_topic(batch)
         size = len(batch.data)
         await self._wait_for_room(size)
-        future = self._forward_now(producer, batch)
-        if future is None:
-            future = await self._retrying_send(batch, lambda: producer.send_record_batch(
-                batch.topic, batch.partition, batch.data, batch.record_count))
+        future = await self._retrying_send(batch, lambda: producer.send_record_batch(
+            batch.topic, batch.partition, batch.data, batch.record_count))
         pending = self._tracker.submit(batch.source_partition, batch.source_offset)
         self._sent(size)
         future.add_done_callback(lambda f: self._on_ack(f, batch, pending, batch, size))
-
-    @staticmethod
-    def _forward_now(producer, batch: SourceBatch) -> asyncio.Future | None:
-        """The batch's future when the producer took it without waiting (``forward_now``), else None:
-        then :meth:`_retrying_send` hands it over, waiting and retrying as it must (a refusal here is
-        met again there, where it is retried or reported)."""
-        forward_now = getattr(producer, "forward_now", None)
-        if forward_now is None:
-            return None
-        try:
-            return forward_now(batch.topic, batch.partition, batch.data, batch.record_count)
-        except Exception:
-            return None
 
     def _refuse_when_stopping(self, what: str) -> None:
         """Raise :class:`StoppingError` once the stop began: a loop that outlived its cancellation
@@ -623,11 +604,10 @@ class WorkerSourceTask(TaskRunner):
             self._fail(exc)
             return
         metadata = future.result()
-        if type(metadata) is not RecordMetadata:  # a client's own type: the task is given ours
-            metadata = RecordMetadata(metadata.topic, metadata.partition, metadata.offset, metadata.timestamp)
         released = self._tracker.ack(pending)  # dropped records this makes done (transforms only)
         self._last_progress = self._unacked_since = time.monotonic()
-        self._acked.append((source, metadata))
+        self._acked.append((source, RecordMetadata(metadata.topic, metadata.partition, metadata.offset,
+                                                   metadata.timestamp)))
         if released:
             self._acked.extend((r, None) for r in released)
         self._acked_event.set()
@@ -637,21 +617,12 @@ class WorkerSourceTask(TaskRunner):
                 self._on_topic(self.id.connector, record.topic)
 
     async def _drain_acked(self) -> None:
-        acked, task = self._acked, self.task
-        while acked:
-            record, metadata = acked.popleft()
-            # _notify_task's handling, inline: one coroutine less per acknowledged batch
-            batch = isinstance(record, SourceBatch)
-            try:
-                if batch:
-                    await task.commit_batch(record, metadata)
-                else:
-                    await task.commit_record(record, metadata)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception(_TASK_RAISED, self.id,
-                              "commit_batch" if batch else "commit_record")
+        while self._acked:
+            record, metadata = self._acked.popleft()
+            if isinstance(record, SourceBatch):
+                await self._notify_task("commit_batch", self.task.commit_batch(record, metadata))
+            else:
+                await self._notify_task("commit_record", self.task.commit_record(record, metadata))
 
     async def _notify_task(self, what: str, coro) -> None:
         """Call commit()/commit_record(): a failure is logged and the task goes on, as in Connect."""
@@ -660,7 +631,7 @@ class WorkerSourceTask(TaskRunner):
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception(_TASK_RAISED, self.id, what)
+            log.exception("Task %s raised from %s(); continuing (Connect treats it the same way)", self.id, what)
 
     async def _commit_offsets(self) -> None:
         for partition, offset in self._tracker.committable():

@@ -6,8 +6,6 @@ Against a real broker, each checked with a client that is not ours:
   consecutive offsets, as librdkafka reads it, and Kafka's own ``DumpLogSegments`` shows each batch
   under the producer's id with consecutive sequence numbers;
 - records and forwarded batches sent to one partition without waiting land in the order sent;
-- ``forward_now`` takes a batch only where it need not wait (partition known, no records of
-  aiokafka's queued there), and what it takes lands in order;
 - a batch the broker refuses for good (larger than the topic's ``max.message.bytes``) fails with
   the contract's error, the batch queued behind it fails with it (nothing is written after the
   gap), and the partition takes the next write: its sequence number went back;
@@ -140,25 +138,6 @@ async def test_records_and_forwarded_batches_on_one_partition_land_in_the_order_
         await asyncio.gather(*futures)
     read = await asyncio.to_thread(rd_read, bootstrap, topic, 1)
     assert read[0] == expected
-
-
-async def test_forward_now_takes_a_batch_only_where_it_need_not_wait(cluster_a, make_topic):
-    """``forward_now`` (the runtime's path for each forwarded batch) takes nothing for a partition not
-    in the metadata yet, or while aiokafka holds records for it; what it takes lands in order."""
-    bootstrap = cluster_a.bootstrap_servers
-    topic = await make_topic(cluster_a, 1, "now")
-    producer = KAFKA_CLIENTS.producer({"bootstrap.servers": bootstrap, **IDEMPOTENT})
-    async with producer:
-        assert producer.forward_now(f"{topic}-not-made", 0, encoded_batch("x"), RECORDS_PER_BATCH) is None
-        first = await producer.send_record_batch(topic, 0, encoded_batch("b0"), RECORDS_PER_BATCH)  # learns it
-        taken = producer.forward_now(topic, 0, encoded_batch("b1"), RECORDS_PER_BATCH)
-        assert taken is not None
-        record = await producer.send(topic, b"r0.0.", partition=0)  # after the batches, in aiokafka's queue
-        assert producer.forward_now(topic, 0, encoded_batch("b2"), RECORDS_PER_BATCH) is None
-        last = await producer.send_record_batch(topic, 0, encoded_batch("b2"), RECORDS_PER_BATCH)  # waits for it
-        await asyncio.gather(first, taken, record, last)
-    read = await asyncio.to_thread(rd_read, bootstrap, topic, 1)
-    assert read[0] == values_of("b0") + values_of("b1") + [b"r0.0."] + values_of("b2")
 
 
 async def test_a_refused_batch_fails_with_the_one_behind_it_and_the_partition_writes_on(cluster_a, unique_name):

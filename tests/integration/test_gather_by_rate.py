@@ -14,12 +14,12 @@ import asyncio
 import time
 
 import pytest
+from aiokafka.client import AIOKafkaClient
 from aiokafka.record.default_records import DefaultRecordBatch
 from confluent_kafka import Producer as RdProducer
 
 from mirrorline.api.clients import BatchFetch
 from mirrorline.api.kafka import TopicPartition
-from mirrorline.clients import batch_fetcher
 from mirrorline.clients.batch_fetcher import BatchFetcher
 from mirrorline.clients.fetch_sessions import (
     FAST_FLOW_BYTES_PER_S,
@@ -68,14 +68,14 @@ async def test_a_trickle_gathers_for_the_trickle_wait_and_a_fast_flow_for_the_wh
     topic = await make_topic(cluster_a, PARTITIONS, "rate")
     phase = ["idle"]
     asked: list[tuple[str, int]] = []  # (phase, max wait ms) of each fetch that asked the broker to gather
-    send = batch_fetcher.send_request
+    send = AIOKafkaClient.send
 
-    async def spy(client, node_id, request, *args):
+    async def spy(client, node_id, request, **kwargs):
         if getattr(request, "API_KEY", None) == 1 and request._min_bytes == FLOWING_MIN_BYTES:
             asked.append((phase[0], request._max_wait_ms))
-        return await send(client, node_id, request, *args)
+        return await send(client, node_id, request, **kwargs)
 
-    monkeypatch.setattr(batch_fetcher, "send_request", spy)  # what the fetch loop sends each request with
+    monkeypatch.setattr(AIOKafkaClient, "send", spy)  # the fetch loop sends through the class's send
     consumer = KAFKA_CLIENTS.consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest",
                                        "isolation.level": "read_committed"},
                                       fetch_batches=BatchFetch(0), fetch_sessions=True)
