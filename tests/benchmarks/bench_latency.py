@@ -111,6 +111,7 @@ ENGINES = {"mm2": [], "mirrorline": [], "mirrorline-records": ["batch.forwarding
            "mirrorline-shared": ["tasks.share.clients = true"],
            "mirrorline-gather-5-shared": ["replication.fetch.gather.ms = 5", "tasks.share.clients = true"],
            "mirrorline-gather-10-shared": ["replication.fetch.gather.ms = 10", "tasks.share.clients = true"],
+           "mirrorline-shared-trickle-5": ["tasks.share.clients = true", "replication.fetch.gather.trickle.ms = 5"],
            # the default engine on asyncio's own event loop instead of uvloop: not run unless asked
            "mirrorline-asyncio": [],
            # not a mirror: the bare forwarding loop of forward_floor.py, the least CPU a Python round trip
