@@ -114,6 +114,9 @@ ENGINES = {"mm2": [], "mirrorline": [], "mirrorline-records": ["batch.forwarding
            "mirrorline-shared-trickle-5": ["tasks.share.clients = true", "replication.fetch.gather.trickle.ms = 5"],
            # the default engine on asyncio's own event loop instead of uvloop: not run unless asked
            "mirrorline-asyncio": [],
+           # the default engine at a higher scheduling priority (nice -5): a diagnostic, not a setting; it
+           # tells how much of the tail is the single event loop waiting for a core the brokers hold
+           "mirrorline-nice-5": [],
            # not a mirror: the bare forwarding loop of forward_floor.py, the least CPU a Python round trip
            # costs (its arguments, not properties); not run unless asked
            "floor-gather-10": ["--gather-ms", "10"], "floor-gather-5": ["--gather-ms", "5"],
@@ -123,6 +126,8 @@ ENGINES = {"mm2": [], "mirrorline": [], "mirrorline-records": ["batch.forwarding
            "floor-fetch-gather-5": ["--gather-ms", "5", "--producer", "mirrorline"]}
 #: environment variables an engine runs with, on top of this process's
 ENGINE_ENV = {"mirrorline-asyncio": {"MIRRORLINE_EVENT_LOOP": "asyncio"}}
+#: what an engine's command is run under (nice execs it, so the process measured is the engine's)
+ENGINE_PREFIX = {"mirrorline-nice-5": ["nice", "-n", "-5"]}
 #: the engines run when --engines is not given
 DEFAULT_ENGINES = ("mm2", "mirrorline", "mirrorline-records")
 
@@ -296,6 +301,7 @@ def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp
         command = engine_command("mm2" if base == "mm2" else "mirrorline", props)
     if interpreter is not None:  # the same mirrorline command on another Python (a venv with mirrorline installed)
         command = [args.interpreters[interpreter], *command[1:]]
+    command = [*ENGINE_PREFIX.get(base, []), *command]
     running = Engine(command, tmp / f"{alias}-{engine}.log", env=ENGINE_ENV.get(base), name=engine)
     consumer = Consumer({"bootstrap.servers": b, "group.id": f"lat-{uuid.uuid4().hex[:6]}",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
