@@ -34,8 +34,9 @@ rates for more CPU, at every rate), ``mirrorline-fixed-25`` (``replication.fetch
 (a 5-ms trickle wait instead of 10),
 ``mirrorline-shared``, ``mirrorline-gather-5-shared`` and ``mirrorline-gather-10-shared``
 (``tasks.share.clients=true``: a connector's tasks share one consumer and producer)
-and ``mirrorline-asyncio`` (the default on asyncio's own event loop, ``MIRRORLINE_EVENT_LOOP=asyncio``,
-instead of uvloop). ``floor-gather-10``, ``floor-gather-5``, ``floor-gather-3`` and ``floor-min-bytes-1``
+``mirrorline-asyncio`` (the default on asyncio's own event loop, ``MIRRORLINE_EVENT_LOOP=asyncio``,
+instead of uvloop) and ``mirrorline-processes-2`` (``mirrorline mm2 --processes 2``: each of the two tasks
+on an event loop, and a process, of its own). ``floor-gather-10``, ``floor-gather-5``, ``floor-gather-3`` and ``floor-min-bytes-1``
 are not mirrors but ``forward_floor.py``, a bare fetch-and-produce loop with mirrorline's codecs
 (a 10, 5 or 3 ms gather, or MM2's ``fetch.min.bytes=1``): the least CPU a round trip can cost in
 Python, the floor under any rewrite of mirrorline's hot path; ``floor-fetch-gather-10`` and
@@ -117,6 +118,9 @@ ENGINES = {"mm2": [], "mirrorline": [], "mirrorline-records": ["batch.forwarding
            # the default engine at a higher scheduling priority (nice -5): a diagnostic, not a setting; it
            # tells how much of the tail is the single event loop waiting for a core the brokers hold
            "mirrorline-nice-5": [],
+           # the default settings over two worker processes (mirrorline mm2 --processes 2): each task's event
+           # loop is scheduled on its own, as MM2's threads are
+           "mirrorline-processes-2": [],
            # not a mirror: the bare forwarding loop of forward_floor.py, the least CPU a Python round trip
            # costs (its arguments, not properties); not run unless asked
            "floor-gather-10": ["--gather-ms", "10"], "floor-gather-5": ["--gather-ms", "5"],
@@ -128,6 +132,8 @@ ENGINES = {"mm2": [], "mirrorline": [], "mirrorline-records": ["batch.forwarding
 ENGINE_ENV = {"mirrorline-asyncio": {"MIRRORLINE_EVENT_LOOP": "asyncio"}}
 #: what an engine's command is run under (nice execs it, so the process measured is the engine's)
 ENGINE_PREFIX = {"mirrorline-nice-5": ["nice", "-n", "-5"]}
+#: command-line arguments an engine's ``mirrorline mm2`` command gets after the properties file
+ENGINE_ARGS = {"mirrorline-processes-2": ["--processes", "2"]}
 #: the engines run when --engines is not given
 DEFAULT_ENGINES = ("mm2", "mirrorline", "mirrorline-records")
 
@@ -298,7 +304,7 @@ def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp
                    "--topic", topic, "--remote", remote, "--tasks", str(args.tasks), *ENGINES[base]]
     else:
         props.write_text(properties(alias, a, b, topic, args.tasks, ENGINES[base]))
-        command = engine_command("mm2" if base == "mm2" else "mirrorline", props)
+        command = [*engine_command("mm2" if base == "mm2" else "mirrorline", props), *ENGINE_ARGS.get(base, [])]
     if interpreter is not None:  # the same mirrorline command on another Python (a venv with mirrorline installed)
         command = [args.interpreters[interpreter], *command[1:]]
     command = [*ENGINE_PREFIX.get(base, []), *command]
