@@ -97,7 +97,7 @@ SOURCE_CONFIG_DEF = COMMON_CONFIG_DEF.merged(ConfigDef([
                   "bounds latency at low rates, where the round trips it adds cost little in total. Never "
                   "longer than replication.fetch.gather.ms; 0 answers a trickle's records at once. At 1 MB/s "
                   "of 1 KB records over 2 tasks, 10 had a p50 of 17 ms (25: 26; MM2: 14) and a p99 under "
-                  "MM2's in 6 rounds of 12 (1.04-1.27x where MM2 kept up), for 0.67-1.00x MM2's CPU; 5 a "
+                  "MM2's in 8 rounds of 14 (1.04-1.27x where MM2 kept up), for 0.67-1.00x MM2's CPU; 5 a "
                   "p50 of 14.5 ms for 1.1x (docs/performance.md)."),
     REPLICATION_METRICS_LEVEL_KEY,
     ConfigKey("heartbeats.replication.enabled", Type.BOOLEAN, default="true", importance=Importance.LOW,
