@@ -71,6 +71,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import scale_kit  # noqa: F401 - puts tests/ and this directory on sys.path
+import call_count  # noqa: E402
 from scale_kit import (
     DEFAULT_MAX_LOAD,
     Engine,
@@ -165,6 +166,8 @@ class LatencyRun:
     source_p99_ms: float | None = None
     load_peak: float = 0.0
     flagged: bool = False
+    #: the engine's Python calls over a window of the run (--count-calls; :class:`call_count.CallCount`)
+    calls: dict | None = None
     samples: list[float] = field(default_factory=list, repr=False)
     #: (CreateTime in ms, latency in ms) of every record seen, in arrival order
     timeline: list[tuple[float, float]] = field(default_factory=list, repr=False)
@@ -308,7 +311,12 @@ def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp
     if interpreter is not None:  # the same mirrorline command on another Python (a venv with mirrorline installed)
         command = [args.interpreters[interpreter], *command[1:]]
     command = [*ENGINE_PREFIX.get(base, []), *command]
-    running = Engine(command, tmp / f"{alias}-{engine}.log", env=ENGINE_ENV.get(base), name=engine)
+    env = dict(ENGINE_ENV.get(base, {}))
+    window = None
+    if args.count_calls and base != "mm2":
+        window = call_count.Window(tmp / f"calls-{alias}")
+        env.update(call_count.engine_env(window.directory))
+    running = Engine(command, tmp / f"{alias}-{engine}.log", env=env or None, name=engine)
     consumer = Consumer({"bootstrap.servers": b, "group.id": f"lat-{uuid.uuid4().hex[:6]}",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
                          "topic.metadata.refresh.interval.ms": 1000, "fetch.wait.max.ms": 10})
@@ -355,6 +363,10 @@ def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp
                 next_load += 5
             if settled is None and elapsed >= args.settle:
                 settled = (time.perf_counter(), running.cpu_s())
+                if window is not None:
+                    window.start(running.pids())
+            if window is not None and window.running and elapsed >= args.settle + args.count_calls:
+                window.stop()
             due = min(total, int(elapsed * per_second) + 1)
             while sent < due:
                 try:
@@ -365,6 +377,10 @@ def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp
             producer.poll(0)
             running.check_alive()
             time.sleep(0.001)
+        if window is not None and window.running:
+            window.stop()
+        if window is not None and window.seconds:
+            result.calls = asdict(window.read())
         if settled is not None and time.perf_counter() - settled[0] >= 10:
             result.steady_cpu_per_min = (running.cpu_s() - settled[1]) / (time.perf_counter() - settled[0]) * 60
         producer.flush(60)
@@ -388,6 +404,43 @@ def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp
         running.stop()
         if args.keep_logs:
             shutil.copy(running.log_path, args.out / f"engine-{alias}-{engine}.log")
+
+
+def describe_calls(count: call_count.CallCount) -> str:
+    """One line: what a counted window saw."""
+    line = (f"{count.calls:,} Python calls in {count.seconds:.0f} s: {count.per_second('fetches'):.0f} fetches/s, "
+            f"{count.per_second('produces'):.0f} produce requests/s, {count.per_second('batches'):.0f} batches/s")
+    if count.batches_per_fetch() is not None:
+        line += f" ({count.batches_per_fetch():.1f} per fetch)"
+    if count.calls_per_batch() is not None:
+        line += f", {count.calls_per_batch():.0f} calls per batch in all"
+    if count.missing:
+        line += (f"; WARNING: nothing matched {', '.join(count.missing)}: the hot path was renamed, update "
+                 f"call_count.MARKERS")
+    return line
+
+
+def print_call_counts(runs: list[LatencyRun]) -> None:
+    """The counted windows (--count-calls), and per rate and interpreter the calls a batch and a round trip
+    cost, where two engines' batches per fetch differ enough to tell them apart."""
+    counted = [r for r in final_attempts(runs) if r.calls is not None]
+    if not counted:
+        return
+    log("")
+    log("=== Python calls (cProfile windows; a round trip is a fetch and its produce request) ===")
+    groups: dict[tuple[float, str | None], list[LatencyRun]] = {}
+    for run in counted:
+        log(f"{run.rate_mb_s:g} MB/s {run.engine}, round {run.round}: {describe_calls(call_count.CallCount(**run.calls))}")
+        groups.setdefault((run.rate_mb_s, split_engine(run.engine)[1]), []).append(run)
+    for (rate, interpreter), group in groups.items():
+        costs = call_count.split_costs([call_count.CallCount(**r.calls) for r in group])
+        engines = ", ".join(sorted({r.engine for r in group}))
+        if costs is None:
+            log(f"{rate:g} MB/s ({engines}): batches per fetch too alike to split a batch's calls from a round "
+                f"trip's; add an engine with another trickle wait (e.g. mirrorline-trickle-5)")
+        else:
+            log(f"{rate:g} MB/s ({engines}): about {costs[0]:.0f} calls per forwarded batch and {costs[1]:.0f} "
+                f"per round trip")
 
 
 def by_second(timeline: list[tuple[float, float]]) -> dict[int, list[float]]:
@@ -639,6 +692,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-load", type=float, default=DEFAULT_MAX_LOAD)
     parser.add_argument("--allow-load", action="store_true", help="measure even above --max-load (flagged)")
     parser.add_argument("--out", type=Path, default=Path("bench-latency-out"))
+    parser.add_argument("--count-calls", type=float, default=0.0, metavar="SECONDS",
+                        help="count each mirrorline engine's Python calls (cProfile) for SECONDS from --settle on, with "
+                             "the fetches, produce requests and batches they served; with two engines whose batches "
+                             "per fetch differ, solve for the calls a batch and a round trip cost (call_count.py). "
+                             "The counted runs' latency and CPU are not comparable with uncounted ones")
     parser.add_argument("--keep-logs", action="store_true",
                         help="copy each engine's log into --out and write a per-second latency timeline (CSV)")
     args = parser.parse_args(argv)
@@ -661,6 +719,9 @@ def main(argv: list[str] | None = None) -> int:
     rates = [float(r) for r in args.rates.split(",") if r]
     if not 0 <= args.settle < args.seconds:
         parser.error(f"--settle ({args.settle:g}) must be at least 0 and less than --seconds ({args.seconds:g})")
+    if args.count_calls < 0 or (args.count_calls and args.settle + args.count_calls > args.seconds):
+        parser.error(f"--count-calls ({args.count_calls:g}) must fit between --settle ({args.settle:g}) and the "
+                     f"end of the run (--seconds {args.seconds:g})")
     refuse_if_loaded(args.max_load, args.allow_load)
     stop_cleanly_on_sigterm()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -695,6 +756,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"on A alone p50 {run.source_p50_ms or 0:.1f} / p99 {run.source_p99_ms or 0:.1f} ms; "
                     f"{run.cpu_s:.1f} CPU s ({run.steady_cpu_per_min or 0:.1f} per minute once settled), "
                     f"peak load {run.load_peak:.1f}")
+                if run.calls is not None:
+                    log(f"    {describe_calls(call_count.CallCount(**run.calls))} (under cProfile: this run's "
+                        f"latency and CPU are not comparable with uncounted runs)")
                 if not run.flagged:
                     break
     finally:
@@ -710,6 +774,7 @@ def main(argv: list[str] | None = None) -> int:
     log(load_banner(args.max_load))
     print_table(runs)
     print_round_summary(runs)
+    print_call_counts(runs)
     for path in plot(runs, args.out):
         log(f"plot: {path}")
     if any(r.flagged for r in runs):
