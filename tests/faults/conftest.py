@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import signal
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -77,11 +78,14 @@ def breakable_clusters(local_kafka) -> Clusters:
 def broken_clusters(breakable_clusters):
     """``breakable_clusters``, made whole again (started, not stopped) after the test."""
     yield breakable_clusters
-    for cluster in (breakable_clusters.source_cluster, breakable_clusters.target_cluster):
+    clusters = (breakable_clusters.source_cluster, breakable_clusters.target_cluster)
+    for cluster in clusters:
         pid = cluster.pid()
         if pid is not None:
             os.kill(pid, signal.SIGCONT)  # harmless unless a failed test left it stopped
-        cluster.start()
+    with ThreadPoolExecutor(max_workers=len(clusters)) as pool:  # side by side, as LocalKafka.start does
+        for started in [pool.submit(cluster.start) for cluster in clusters]:
+            started.result()
 
 
 @pytest.fixture
