@@ -63,7 +63,7 @@ def test_a_counted_window_finds_every_marker_and_the_calls_around_them(tmp_path)
         process.wait()
     count = window.read()
     assert count.missing == []
-    assert count.fetches > 10 and count.produces == count.fetches
+    assert count.fetches > 10 and abs(count.produces - count.fetches) <= 1  # the window may cut one loop
     assert count.batches in (3 * count.fetches - 2, 3 * count.fetches - 1, 3 * count.fetches,
                              3 * count.fetches + 1, 3 * count.fetches + 2)  # the window may cut one loop
     # each marker call also calls len(); the loop calls sleep
