@@ -64,8 +64,7 @@ def test_a_counted_window_finds_every_marker_and_the_calls_around_them(tmp_path)
     count = window.read()
     assert count.missing == []
     assert count.fetches > 10 and abs(count.produces - count.fetches) <= 1  # the window may cut one loop
-    assert count.batches in (3 * count.fetches - 2, 3 * count.fetches - 1, 3 * count.fetches,
-                             3 * count.fetches + 1, 3 * count.fetches + 2)  # the window may cut one loop
+    assert abs(count.batches - 3 * count.fetches) <= 3  # the window may cut a loop at either end
     # each marker call also calls len(); the loop calls sleep
     assert count.calls >= 2 * (count.fetches + count.produces + count.batches)
     assert count.batches_per_fetch() == pytest.approx(3, abs=0.1)
