@@ -167,7 +167,7 @@ class LatencyRun:
     load_peak: float = 0.0
     flagged: bool = False
     #: the engine's Python calls over a window of the run (--count-calls; :class:`call_count.CallCount`)
-    calls: dict | None = None
+    calls: call_count.CallCount | None = None
     samples: list[float] = field(default_factory=list, repr=False)
     #: (CreateTime in ms, latency in ms) of every record seen, in arrival order
     timeline: list[tuple[float, float]] = field(default_factory=list, repr=False)
@@ -379,11 +379,11 @@ def measure(engine: str, alias: str, a: str, b: str, rate_mb_s: float, args, tmp
             time.sleep(0.001)
         if window is not None and window.running:
             window.stop()
-        if window is not None and window.seconds:
-            result.calls = asdict(window.read())
         if settled is not None and time.perf_counter() - settled[0] >= 10:
             result.steady_cpu_per_min = (running.cpu_s() - settled[1]) / (time.perf_counter() - settled[0]) * 60
         producer.flush(60)
+        if window is not None and window.seconds:
+            result.calls = window.read()  # after the last write: writing the profiles must not stall the writer
         timeline = readers["B"].finish(DRAIN_S)
         source_timeline = readers["A"].finish(DRAIN_S)
         result.cpu_s = running.cpu_s() - cpu0
@@ -430,10 +430,10 @@ def print_call_counts(runs: list[LatencyRun]) -> None:
     log("=== Python calls (cProfile windows; a round trip is a fetch and its produce request) ===")
     groups: dict[tuple[float, str | None], list[LatencyRun]] = {}
     for run in counted:
-        log(f"{run.rate_mb_s:g} MB/s {run.engine}, round {run.round}: {describe_calls(call_count.CallCount(**run.calls))}")
+        log(f"{run.rate_mb_s:g} MB/s {run.engine}, round {run.round}: {describe_calls(run.calls)}")
         groups.setdefault((run.rate_mb_s, split_engine(run.engine)[1]), []).append(run)
     for (rate, interpreter), group in groups.items():
-        costs = call_count.split_costs([call_count.CallCount(**r.calls) for r in group])
+        costs = call_count.split_costs([r.calls for r in group])
         engines = ", ".join(sorted({r.engine for r in group}))
         if costs is None:
             log(f"{rate:g} MB/s ({engines}): batches per fetch too alike to split a batch's calls from a round "
@@ -757,7 +757,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{run.cpu_s:.1f} CPU s ({run.steady_cpu_per_min or 0:.1f} per minute once settled), "
                     f"peak load {run.load_peak:.1f}")
                 if run.calls is not None:
-                    log(f"    {describe_calls(call_count.CallCount(**run.calls))} (under cProfile: this run's "
+                    log(f"    {describe_calls(run.calls)} (under cProfile: this run's "
                         f"latency and CPU are not comparable with uncounted runs)")
                 if not run.flagged:
                     break

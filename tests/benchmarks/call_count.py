@@ -56,6 +56,7 @@ class CallCount:
         return self.calls / self.batches if self.batches else None
 
     def batches_per_fetch(self) -> float | None:
+        """Forwarded batches over fetch answers: how many a round trip carried."""
         return self.batches / self.fetches if self.fetches else None
 
 
@@ -87,22 +88,24 @@ class Window:
 
     @property
     def running(self) -> bool:
+        """Started and not yet stopped."""
         return self.started_at is not None and not self.seconds
 
-    def stop(self, timeout_s: float = 30.0) -> None:
-        """Send SIGUSR2 and wait until every process has written its profile."""
+    def stop(self) -> None:
+        """Send SIGUSR2: every process stops counting and writes its profile (:meth:`read` waits for them).
+        It returns at once, so a benchmark's writer keeps its rate while the profiles are written."""
         assert self.started_at is not None
         for pid in self.pids:
             os.kill(pid, signal.SIGUSR2)
         self.seconds = time.monotonic() - self.started_at
+
+    def read(self, timeout_s: float = 30.0) -> CallCount:
+        """The window's counts (:func:`read_counts`), once every process has written its profile."""
         deadline = time.monotonic() + timeout_s
         while not all((self.directory / f"{pid}.pstats").exists() for pid in self.pids):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the engine wrote no profile within {timeout_s:g} s of SIGUSR2")
             time.sleep(0.1)
-
-    def read(self) -> CallCount:
-        """The window's counts (:func:`read_counts`)."""
         return read_counts([self.directory / f"{pid}.pstats" for pid in self.pids], self.seconds)
 
 

@@ -57,11 +57,12 @@ def test_a_counted_window_finds_every_marker_and_the_calls_around_them(tmp_path)
         assert window.running
         time.sleep(0.5)
         window.stop()
+        assert not window.running
+        count = window.read()  # waits for the profile, which the process writes after SIGUSR2
         assert process.poll() is None, "a signal ended the process instead of reaching the hook"
     finally:
         process.kill()
         process.wait()
-    count = window.read()
     assert count.missing == []
     assert count.fetches > 10 and abs(count.produces - count.fetches) <= 1  # the window may cut one loop
     assert abs(count.batches - 3 * count.fetches) <= 3  # the window may cut a loop at either end
